@@ -1,0 +1,128 @@
+//! What a proxier wants a node's network namespace to contain.
+//!
+//! A `Programming` is data only: proxiers produce it, the applier writes it into the kernel, and
+//! the effective state read back afterwards is compared against it and snapshotted.
+
+use ipvs_genl::{Destination, Service};
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+/// The iptables tables a proxier may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Table {
+    Raw,
+    Mangle,
+    Nat,
+    Filter,
+}
+
+impl Table {
+    pub const ALL: [Table; 4] = [Table::Raw, Table::Mangle, Table::Nat, Table::Filter];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Raw => "raw",
+            Table::Mangle => "mangle",
+            Table::Nat => "nat",
+            Table::Filter => "filter",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == s)
+    }
+}
+
+/// One table's content in `iptables-restore` syntax, without the `*table` header and `COMMIT`:
+/// chain declarations (`:CHAIN POLICY [0:0]`) followed by `-A`/`-I` rule lines.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TableRules {
+    pub chains: Vec<ChainDecl>,
+    pub rules: Vec<String>,
+}
+
+/// `:NAME POLICY [0:0]`; built-in chains carry their policy, user chains `-`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainDecl {
+    pub name: String,
+    pub policy: Option<String>,
+}
+
+/// How the applier writes iptables: `--noflush` keeps chains the proxier did not declare (as
+/// kube-proxy does), a full restore replaces each listed table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RestoreMode {
+    #[default]
+    NoFlush,
+    Flush,
+}
+
+/// ipset types the suite understands (those kube-proxy uses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum IpSetType {
+    HashIp,
+    HashIpPort,
+    HashIpPortIp,
+    HashIpPortNet,
+    HashNet,
+    BitmapPort,
+}
+
+impl IpSetType {
+    pub const ALL: [IpSetType; 6] = [
+        IpSetType::HashIp,
+        IpSetType::HashIpPort,
+        IpSetType::HashIpPortIp,
+        IpSetType::HashIpPortNet,
+        IpSetType::HashNet,
+        IpSetType::BitmapPort,
+    ];
+
+    /// The type name `ipset create` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            IpSetType::HashIp => "hash:ip",
+            IpSetType::HashIpPort => "hash:ip,port",
+            IpSetType::HashIpPortIp => "hash:ip,port,ip",
+            IpSetType::HashIpPortNet => "hash:ip,port,net",
+            IpSetType::HashNet => "hash:net",
+            IpSetType::BitmapPort => "bitmap:port",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == s)
+    }
+}
+
+/// One ipset with its entries in `ipset` syntax (`10.0.0.1,tcp:80`, `30080`, …).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IpSet {
+    pub name: String,
+    pub set_type: IpSetType,
+    /// Extra create options after the type, e.g. `family inet hashsize 1024 maxelem 65536` or
+    /// `range 0-65535`, exactly as `ipset save` prints them.
+    pub create_options: String,
+    pub entries: Vec<String>,
+}
+
+/// A virtual service with its real servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VirtualServer {
+    pub service: Service,
+    pub destinations: Vec<Destination>,
+}
+
+/// Everything one node's namespace should hold after a proxier has synced.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Programming {
+    /// Applied first: iptables rules reference sets by name.
+    pub ipsets: Vec<IpSet>,
+    pub iptables: BTreeMap<Table, TableRules>,
+    pub restore_mode: RestoreMode,
+    pub ipvs: Vec<VirtualServer>,
+    /// Addresses bound (as /32) on the `kube-ipvs0` interface. Empty means no interface is made.
+    pub ipvs_addresses: Vec<Ipv4Addr>,
+    /// Sysctls for the node namespace, keyed by dotted name (`net.ipv4.vs.conntrack`).
+    pub sysctls: BTreeMap<String, String>,
+}

@@ -1,0 +1,534 @@
+//! The scenario file schema, as deserialized from `scenarios/*.yaml`.
+//!
+//! Field names follow Kubernetes (camelCase, `spec`/`status` for Services, EndpointSlice-like
+//! endpoints) so operators can paste from `kubectl get -o yaml` with little editing. Every struct
+//! rejects unknown fields: a typo must be an error, never a silently ignored setting.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+/// An IPv4 prefix such as `10.244.1.0/24`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ipv4Cidr {
+    pub addr: Ipv4Addr,
+    pub prefix_len: u8,
+}
+
+impl Ipv4Cidr {
+    pub fn new(addr: Ipv4Addr, prefix_len: u8) -> Option<Self> {
+        (prefix_len <= 32).then_some(Self { addr, prefix_len })
+    }
+
+    pub fn mask(&self) -> u32 {
+        if self.prefix_len == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(self.prefix_len))
+        }
+    }
+
+    /// The network address (host bits cleared).
+    pub fn network(&self) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.addr) & self.mask())
+    }
+
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        u32::from(ip) & self.mask() == u32::from(self.network())
+    }
+
+    /// The `n`-th address of the prefix (0 = network address).
+    pub fn nth(&self, n: u32) -> Option<Ipv4Addr> {
+        let size = if self.prefix_len == 0 {
+            u64::from(u32::MAX) + 1
+        } else {
+            1u64 << (32 - u32::from(self.prefix_len))
+        };
+        (u64::from(n) < size).then(|| Ipv4Addr::from(u32::from(self.network()) + n))
+    }
+}
+
+impl std::fmt::Display for Ipv4Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix_len)
+    }
+}
+
+impl std::str::FromStr for Ipv4Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (a, p) = s
+            .split_once('/')
+            .ok_or_else(|| format!("`{s}` is not a CIDR (expected a.b.c.d/len)"))?;
+        let addr: Ipv4Addr = a
+            .parse()
+            .map_err(|_| format!("`{a}` is not an IPv4 address"))?;
+        let prefix_len: u8 = p
+            .parse()
+            .map_err(|_| format!("`{p}` is not a prefix length"))?;
+        Ipv4Cidr::new(addr, prefix_len).ok_or_else(|| format!("prefix length {p} is over 32"))
+    }
+}
+
+impl Serialize for Ipv4Cidr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Ipv4Cidr {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A whole scenario file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scenario {
+    /// Defaults to the file stem when absent.
+    #[serde(default)]
+    pub name: String,
+    /// One line: which Kubernetes behaviour this scenario checks.
+    #[serde(default)]
+    pub description: String,
+    pub topology: Topology,
+    #[serde(default)]
+    pub services: Vec<Service>,
+    /// Explicit endpoint slices. A service with a selector and no slice here gets one derived
+    /// from the pods its selector matches (all ready), see `cluster::ClusterState`.
+    #[serde(default)]
+    pub endpoint_slices: Vec<EndpointSlice>,
+    /// Options handed to every proxier (the kube-proxy flags that change programming).
+    #[serde(default)]
+    pub proxier: ProxierOptions,
+    #[serde(default)]
+    pub probes: Vec<Probe>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Topology {
+    /// The underlay subnet shared by node IPs and the external client.
+    pub underlay: Ipv4Cidr,
+    /// The cluster's pod CIDR; every node's podCIDR lies inside it.
+    pub cluster_cidr: Ipv4Cidr,
+    /// The service CIDR (ClusterIPs lie inside it). Informational for proxiers.
+    #[serde(default = "default_service_cidr")]
+    pub service_cidr: Ipv4Cidr,
+    pub nodes: Vec<Node>,
+    #[serde(default)]
+    pub pods: Vec<Pod>,
+    #[serde(default)]
+    pub external: Option<External>,
+}
+
+fn default_service_cidr() -> Ipv4Cidr {
+    Ipv4Cidr {
+        addr: Ipv4Addr::new(10, 96, 0, 0),
+        prefix_len: 12,
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Node {
+    pub name: String,
+    /// The node's underlay address (its InternalIP).
+    pub ip: Ipv4Addr,
+    #[serde(rename = "podCIDR")]
+    pub pod_cidr: Ipv4Cidr,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Pod {
+    pub name: String,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    pub node: String,
+    /// Must lie in the node's podCIDR and not be its network, gateway (.1) or broadcast address.
+    pub ip: Ipv4Addr,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Container ports the pod listens on (an echo server answers on each).
+    #[serde(default)]
+    pub ports: Vec<ContainerPort>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContainerPort {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub container_port: u16,
+    #[serde(default)]
+    pub protocol: Protocol,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct External {
+    #[serde(default = "default_external_name")]
+    pub name: String,
+    pub ip: Ipv4Addr,
+}
+
+fn default_external_name() -> String {
+    "client".into()
+}
+
+fn default_namespace() -> String {
+    "default".into()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+pub enum Protocol {
+    #[default]
+    #[serde(rename = "TCP")]
+    Tcp,
+    #[serde(rename = "UDP")]
+    Udp,
+    #[serde(rename = "SCTP")]
+    Sctp,
+}
+
+impl Protocol {
+    /// Lower-case, as ipset entries and iptables `-p` spell it.
+    pub fn lower(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+            Protocol::Sctp => "sctp",
+        }
+    }
+    pub fn upper(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "TCP",
+            Protocol::Udp => "UDP",
+            Protocol::Sctp => "SCTP",
+        }
+    }
+}
+
+/// A Service: `name`/`namespace` stand for `metadata`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Service {
+    pub name: String,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    pub spec: ServiceSpec,
+    #[serde(default)]
+    pub status: ServiceStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum ServiceType {
+    #[default]
+    ClusterIP,
+    NodePort,
+    LoadBalancer,
+    ExternalName,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum TrafficPolicy {
+    #[default]
+    Cluster,
+    Local,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum SessionAffinity {
+    #[default]
+    None,
+    ClientIP,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceSpec {
+    #[serde(rename = "type", default)]
+    pub type_: ServiceType,
+    /// `None` (the string) makes the service headless; absent is an error for non-ExternalName.
+    #[serde(rename = "clusterIP", default)]
+    pub cluster_ip: Option<String>,
+    #[serde(default)]
+    pub selector: Option<BTreeMap<String, String>>,
+    pub ports: Vec<ServicePort>,
+    #[serde(rename = "externalIPs", default)]
+    pub external_ips: Vec<Ipv4Addr>,
+    #[serde(default)]
+    pub external_traffic_policy: Option<TrafficPolicy>,
+    #[serde(default)]
+    pub internal_traffic_policy: Option<TrafficPolicy>,
+    #[serde(default)]
+    pub load_balancer_source_ranges: Vec<Ipv4Cidr>,
+    #[serde(default)]
+    pub session_affinity: SessionAffinity,
+    #[serde(default)]
+    pub session_affinity_config: Option<SessionAffinityConfig>,
+    #[serde(default)]
+    pub health_check_node_port: Option<u16>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionAffinityConfig {
+    #[serde(rename = "clientIP")]
+    pub client_ip: ClientIpConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClientIpConfig {
+    pub timeout_seconds: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServicePort {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub protocol: Protocol,
+    pub port: u16,
+    /// Defaults to `port`.
+    #[serde(default)]
+    pub target_port: Option<TargetPort>,
+    #[serde(default)]
+    pub node_port: Option<u16>,
+}
+
+/// `targetPort`: a number, or the name of a container port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum TargetPort {
+    Number(u16),
+    Name(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceStatus {
+    #[serde(default)]
+    pub load_balancer: LoadBalancerStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoadBalancerStatus {
+    #[serde(default)]
+    pub ingress: Vec<LoadBalancerIngress>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoadBalancerIngress {
+    pub ip: Ipv4Addr,
+    #[serde(default)]
+    pub ip_mode: Option<IpMode>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum IpMode {
+    VIP,
+    Proxy,
+}
+
+/// An EndpointSlice (IPv4 only for now), tied to its Service by `service`
+/// (the `kubernetes.io/service-name` label).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EndpointSlice {
+    pub service: String,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    pub ports: Vec<EndpointPort>,
+    pub endpoints: Vec<Endpoint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EndpointPort {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub port: u16,
+    #[serde(default)]
+    pub protocol: Protocol,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Endpoint {
+    pub addresses: Vec<Ipv4Addr>,
+    #[serde(default)]
+    pub conditions: EndpointConditions,
+    /// Defaults to the node of the pod owning the address.
+    #[serde(default)]
+    pub node_name: Option<String>,
+}
+
+/// EndpointConditions; each absent condition defaults as the EndpointSlice API says
+/// (ready/serving true unless terminating, terminating false).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EndpointConditions {
+    #[serde(default)]
+    pub ready: Option<bool>,
+    #[serde(default)]
+    pub serving: Option<bool>,
+    #[serde(default)]
+    pub terminating: Option<bool>,
+}
+
+/// The kube-proxy configuration knobs that change what a proxier programs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProxierOptions {
+    /// `--masquerade-all`.
+    #[serde(default)]
+    pub masquerade_all: bool,
+    /// Pass `topology.clusterCIDR` as `--cluster-cidr` (detect-local-mode ClusterCIDR). When
+    /// false, kube-proxy runs with no local detector.
+    #[serde(default = "yes")]
+    pub cluster_cidr: bool,
+    /// `--ipvs-scheduler`.
+    #[serde(default = "default_scheduler")]
+    pub ipvs_scheduler: String,
+    /// `--ipvs-strict-arp`.
+    #[serde(default)]
+    pub strict_arp: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_scheduler() -> String {
+    "rr".into()
+}
+
+impl Default for ProxierOptions {
+    fn default() -> Self {
+        Self {
+            masquerade_all: false,
+            cluster_cidr: true,
+            ipvs_scheduler: default_scheduler(),
+            strict_arp: false,
+        }
+    }
+}
+
+/// A probe: one first packet (or one socket connection) from a source to a destination.
+/// Probes are executed by the `probe` module (a later milestone); the schema is fixed here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Probe {
+    pub name: String,
+    pub from: ProbeSource,
+    pub to: ProbeTarget,
+    #[serde(default)]
+    pub protocol: Protocol,
+    /// Fixed source port so the wire bytes are the same on every run.
+    #[serde(default = "default_source_port")]
+    pub source_port: u16,
+    /// Send the probe this many times (distinct source ports from `sourcePort` upward) and
+    /// record the sequence (IPVS) or set (random schedulers) of backends reached.
+    #[serde(default = "one")]
+    pub repeat: u32,
+    #[serde(default)]
+    pub expect: Option<Expectation>,
+}
+
+fn default_source_port() -> u16 {
+    40000
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Where a probe starts. Exactly one field must be set.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProbeSource {
+    #[serde(default)]
+    pub pod: Option<String>,
+    /// The node's own network namespace, sourcing from its node IP.
+    #[serde(default)]
+    pub node: Option<String>,
+    /// The node's namespace, sourcing from 127.0.0.1.
+    #[serde(default)]
+    pub node_localhost: Option<String>,
+    /// The external client on the underlay.
+    #[serde(default)]
+    pub external: bool,
+}
+
+/// Where a probe goes: a service address of a given kind, or a literal address.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProbeTarget {
+    /// `namespace/name` or `name` (default namespace).
+    #[serde(default)]
+    pub service: Option<String>,
+    /// Service port name or number.
+    #[serde(default)]
+    pub port: Option<TargetPort>,
+    #[serde(default)]
+    pub via: Option<Via>,
+    /// For `via: nodePort`: which node's IP to hit (or localhost for nodeLocalhost sources).
+    #[serde(default)]
+    pub node: Option<String>,
+    /// A literal destination instead of a service.
+    #[serde(default)]
+    pub ip: Option<Ipv4Addr>,
+    #[serde(default)]
+    pub dport: Option<u16>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Via {
+    ClusterIP,
+    NodePort,
+    #[serde(rename = "externalIP")]
+    ExternalIP,
+    LoadBalancer,
+}
+
+/// What Kubernetes requires of a probe's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Expectation {
+    /// Delivered to one of these pods (by name).
+    #[serde(default)]
+    pub reaches: Vec<String>,
+    #[serde(default)]
+    pub source: Option<SourceExpectation>,
+    /// The reply arrives at the client from the address it sent to.
+    #[serde(default)]
+    pub reply: Option<bool>,
+    /// Not delivered at all: dropped, rejected or timed out.
+    #[serde(default)]
+    pub outcome: Option<OutcomeExpectation>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SourceExpectation {
+    Preserved,
+    Masqueraded,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum OutcomeExpectation {
+    Delivered,
+    Dropped,
+    Rejected,
+    NotDelivered,
+}
