@@ -1,0 +1,14 @@
+//! Proxiers: turn the cluster state into one node's [`Programming`].
+//!
+//! The reference implementations are pure functions of their input so that what they program is
+//! reviewable and unit-testable without a kernel; the kernel then judges the result.
+
+use crate::cluster::{ClusterState, NodeContext};
+use crate::programming::Programming;
+
+/// A proxier that computes programming from cluster state without touching the kernel.
+pub trait Proxier {
+    /// Stable name used in reports and snapshot file names.
+    fn name(&self) -> &'static str;
+    fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming>;
+}
