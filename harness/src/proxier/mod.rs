@@ -1,4 +1,7 @@
 //! Proxiers: turn the cluster state into one node's [`Programming`].
+
+pub mod kube_proxy_iptables;
+pub mod kube_proxy_ipvs;
 //!
 //! The reference implementations are pure functions of their input so that what they program is
 //! reviewable and unit-testable without a kernel; the kernel then judges the result.

@@ -1,2 +1,6 @@
+mod load;
 pub mod model;
+mod resolve;
+mod validate;
+
 pub use model::*;
