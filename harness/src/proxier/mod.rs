@@ -1,10 +1,10 @@
 //! Proxiers: turn the cluster state into one node's [`Programming`].
-
-pub mod kube_proxy_iptables;
-pub mod kube_proxy_ipvs;
 //!
 //! The reference implementations are pure functions of their input so that what they program is
 //! reviewable and unit-testable without a kernel; the kernel then judges the result.
+
+pub mod kube_proxy_iptables;
+pub mod kube_proxy_ipvs;
 
 use crate::cluster::{ClusterState, NodeContext};
 use crate::programming::Programming;
