@@ -15,7 +15,9 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterState {
+    #[serde(rename = "clusterCIDR")]
     pub cluster_cidr: Ipv4Cidr,
+    #[serde(rename = "serviceCIDR")]
     pub service_cidr: Ipv4Cidr,
     pub nodes: Vec<NodeInfo>,
     /// One entry per (service, port), ordered by namespace, name, port name.

@@ -1,5 +1,8 @@
 //! Deterministic conformance suite for Kubernetes service proxiers, run in network namespaces.
+pub mod capture;
 pub mod cluster;
+pub mod netns;
 pub mod programming;
 pub mod proxier;
 pub mod scenario;
+pub mod topology;

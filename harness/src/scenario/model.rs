@@ -113,9 +113,10 @@ pub struct Topology {
     /// The underlay subnet shared by node IPs and the external client.
     pub underlay: Ipv4Cidr,
     /// The cluster's pod CIDR; every node's podCIDR lies inside it.
+    #[serde(rename = "clusterCIDR")]
     pub cluster_cidr: Ipv4Cidr,
     /// The service CIDR (ClusterIPs lie inside it). Informational for proxiers.
-    #[serde(default = "default_service_cidr")]
+    #[serde(rename = "serviceCIDR", default = "default_service_cidr")]
     pub service_cidr: Ipv4Cidr,
     pub nodes: Vec<Node>,
     #[serde(default)]
@@ -393,7 +394,7 @@ pub struct ProxierOptions {
     pub masquerade_all: bool,
     /// Pass `topology.clusterCIDR` as `--cluster-cidr` (detect-local-mode ClusterCIDR). When
     /// false, kube-proxy runs with no local detector.
-    #[serde(default = "yes")]
+    #[serde(rename = "clusterCIDR", default = "yes")]
     pub cluster_cidr: bool,
     /// `--ipvs-scheduler`.
     #[serde(default = "default_scheduler")]

@@ -1,0 +1,167 @@
+//! Packet capture on one interface of one namespace, with pnet's AF_PACKET channel.
+//!
+//! The capture socket is opened (and so bound to the namespace) before anything is sent, so a
+//! probe never races its own first packet; waiting is bounded by a deadline, never a sleep.
+
+use crate::netns::Netns;
+use anyhow::{anyhow, Context, Result};
+use pnet::datalink::{self, Channel, Config, DataLinkReceiver, DataLinkSender};
+use pnet::packet::ethernet::{EtherTypes, EthernetPacket};
+use pnet::packet::ip::IpNextHeaderProtocols;
+use pnet::packet::ipv4::Ipv4Packet;
+use pnet::packet::tcp::TcpPacket;
+use pnet::packet::udp::UdpPacket;
+use pnet::packet::Packet;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+/// How often a blocked read wakes up to check the deadline.
+const READ_SLICE: Duration = Duration::from_millis(50);
+
+/// The L3/L4 identity of an IPv4 packet: what translations change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Flow {
+    pub protocol: u8,
+    pub src: Ipv4Addr,
+    pub sport: u16,
+    pub dst: Ipv4Addr,
+    pub dport: u16,
+}
+
+impl std::fmt::Display for Flow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let proto = match self.protocol {
+            6 => "tcp",
+            17 => "udp",
+            1 => "icmp",
+            132 => "sctp",
+            _ => "ip",
+        };
+        write!(f, "{proto} {}:{} -> {}:{}", self.src, self.sport, self.dst, self.dport)
+    }
+}
+
+/// A captured Ethernet frame.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub bytes: Vec<u8>,
+}
+
+impl Frame {
+    /// The IPv4 flow of this frame, if it is IPv4 (ports are 0 for non-TCP/UDP).
+    pub fn flow(&self) -> Option<Flow> {
+        let eth = EthernetPacket::new(&self.bytes)?;
+        if eth.get_ethertype() != EtherTypes::Ipv4 {
+            return None;
+        }
+        flow_of_ipv4(eth.payload())
+    }
+
+    /// For a VXLAN-encapsulated frame (UDP to `vxlan_port`), the inner frame's IPv4 flow.
+    pub fn vxlan_inner_flow(&self, vxlan_port: u16) -> Option<Flow> {
+        let eth = EthernetPacket::new(&self.bytes)?;
+        if eth.get_ethertype() != EtherTypes::Ipv4 {
+            return None;
+        }
+        let ip = Ipv4Packet::new(eth.payload())?;
+        if ip.get_next_level_protocol() != IpNextHeaderProtocols::Udp {
+            return None;
+        }
+        let udp = UdpPacket::new(ip.payload())?;
+        if udp.get_destination() != vxlan_port {
+            return None;
+        }
+        // 8-byte VXLAN header, then the inner Ethernet frame.
+        let inner = Frame {
+            bytes: udp.payload().get(8..)?.to_vec(),
+        };
+        inner.flow()
+    }
+}
+
+fn flow_of_ipv4(bytes: &[u8]) -> Option<Flow> {
+    let ip = Ipv4Packet::new(bytes)?;
+    let protocol = ip.get_next_level_protocol().0;
+    let (sport, dport) = match ip.get_next_level_protocol() {
+        IpNextHeaderProtocols::Tcp => {
+            let tcp = TcpPacket::new(ip.payload())?;
+            (tcp.get_source(), tcp.get_destination())
+        }
+        IpNextHeaderProtocols::Udp => {
+            let udp = UdpPacket::new(ip.payload())?;
+            (udp.get_source(), udp.get_destination())
+        }
+        _ => (0, 0),
+    };
+    Some(Flow {
+        protocol,
+        src: ip.get_source(),
+        sport,
+        dst: ip.get_destination(),
+        dport,
+    })
+}
+
+/// A live capture (and injection point) on one interface.
+pub struct Capture {
+    rx: Box<dyn DataLinkReceiver>,
+    tx: Box<dyn DataLinkSender>,
+    label: String,
+}
+
+impl Capture {
+    /// Opens an AF_PACKET channel on `iface` inside `ns`.
+    pub fn open(ns: &Netns, iface: &str) -> Result<Capture> {
+        let label = format!("{iface} in {}", ns.name());
+        let wanted = iface.to_string();
+        let (tx, rx) = ns
+            .run(move || -> Result<_> {
+                let interface = datalink::interfaces()
+                    .into_iter()
+                    .find(|i| i.name == wanted)
+                    .ok_or_else(|| anyhow!("no interface {wanted}"))?;
+                let config = Config {
+                    read_timeout: Some(READ_SLICE),
+                    ..Config::default()
+                };
+                match datalink::channel(&interface, config).context("opening AF_PACKET channel")? {
+                    Channel::Ethernet(tx, rx) => Ok((tx, rx)),
+                    _ => Err(anyhow!("unexpected channel type")),
+                }
+            })?
+            .with_context(|| format!("capturing on {label}"))?;
+        Ok(Capture { rx, tx, label })
+    }
+
+    /// Sends one raw Ethernet frame out of the interface.
+    pub fn send(&mut self, frame: &[u8]) -> Result<()> {
+        match self.tx.send_to(frame, None) {
+            Some(r) => r.with_context(|| format!("sending a frame on {}", self.label)),
+            None => Err(anyhow!("sending a frame on {}: no buffer", self.label)),
+        }
+    }
+
+    /// Waits until a frame satisfying `pred` arrives, or `timeout` passes (then `None`).
+    pub fn wait_for(
+        &mut self,
+        timeout: Duration,
+        mut pred: impl FnMut(&Frame) -> bool,
+    ) -> Result<Option<Frame>> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            match self.rx.next() {
+                Ok(bytes) => {
+                    let frame = Frame {
+                        bytes: bytes.to_vec(),
+                    };
+                    if pred(&frame) {
+                        return Ok(Some(frame));
+                    }
+                }
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {}
+                Err(e) => return Err(e).with_context(|| format!("reading from {}", self.label)),
+            }
+        }
+        Ok(None)
+    }
+}

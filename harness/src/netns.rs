@@ -1,0 +1,289 @@
+//! Named network namespaces, iproute2-compatible (`/run/netns/NAME`), so that `ip netns exec`
+//! reaches what the suite builds while a lab is up.
+//!
+//! `setns(CLONE_NEWNET)` is per thread, so all work "inside" a namespace runs on a short-lived
+//! thread that entered it. Sockets (netlink, packet, TCP) stay bound to the namespace they were
+//! created in, so a thread only has to live long enough to open them.
+//!
+//! Every namespace this process creates is recorded in a process-wide registry; a signal handler
+//! (see [`install_signal_cleanup`]) and [`Netns`]'s `Drop` both remove them, so a panic or Ctrl-C
+//! never leaves one behind. `kpct cleanup` removes those of crashed runs by name prefix.
+
+use anyhow::{bail, Context, Result};
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::sched::{setns, unshare, CloneFlags};
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// Where iproute2 keeps named namespaces.
+pub const NETNS_DIR: &str = "/run/netns";
+
+/// The prefix of every namespace name the suite creates.
+pub const SUITE_PREFIX: &str = "kpct-";
+
+static LIVE: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// A named network namespace owned by this process; removed on drop.
+#[derive(Debug)]
+pub struct Netns {
+    name: String,
+    path: PathBuf,
+    /// Held open so the namespace can be entered even if the bind mount is removed underneath.
+    file: File,
+}
+
+impl Netns {
+    /// Creates `/run/netns/NAME` bound to a fresh network namespace with `lo` down (as
+    /// `ip netns add` does).
+    pub fn create(name: &str) -> Result<Netns> {
+        validate_name(name)?;
+        std::fs::create_dir_all(NETNS_DIR).with_context(|| format!("creating {NETNS_DIR}"))?;
+        let path = Path::new(NETNS_DIR).join(name);
+        // create_new: an existing file means a collision with another run; never reuse it.
+        File::options()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .with_context(|| format!("creating {} (does a namespace of that name exist?)", path.display()))?;
+        register(name);
+        let bind_target = path.clone();
+        let bound = std::thread::spawn(move || -> Result<()> {
+            unshare(CloneFlags::CLONE_NEWNET).context("unshare(CLONE_NEWNET)")?;
+            mount(
+                Some("/proc/thread-self/ns/net"),
+                &bind_target,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            )
+            .with_context(|| format!("bind-mounting the new namespace on {}", bind_target.display()))
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("namespace creation thread panicked"))?;
+        if let Err(e) = bound {
+            let _ = std::fs::remove_file(&path);
+            unregister(name);
+            return Err(e);
+        }
+        let file = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+        Ok(Netns {
+            name: name.to_string(),
+            path,
+            file,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` on a thread that has entered this namespace and returns its result.
+    pub fn run<T, F>(&self, f: F) -> Result<T>
+    where
+        F: FnOnce() -> T + Send,
+        T: Send,
+    {
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| -> Result<T> {
+                    setns(self.file.as_fd(), CloneFlags::CLONE_NEWNET)
+                        .with_context(|| format!("entering network namespace {}", self.name))?;
+                    Ok(f())
+                })
+                .join()
+                .map_err(|panic| {
+                    let msg = panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    anyhow::anyhow!("code running in namespace {} panicked: {msg}", self.name)
+                })?
+        })
+    }
+
+    /// A command that runs inside this namespace (like `ip netns exec NAME …`, without the
+    /// mount-namespace and /sys remount that `ip netns exec` adds, which our tools don't need).
+    pub fn command(&self, program: &str) -> Result<Command> {
+        let mut cmd = Command::new(program);
+        // Opened before fork: the child may only make async-signal-safe calls, so it must not
+        // allocate (a path -> CString conversion would) between fork and exec.
+        let ns = self
+            .file
+            .try_clone()
+            .with_context(|| format!("duplicating the handle of namespace {}", self.name))?;
+        // SAFETY: the closure only calls setns(2) on an already-open descriptor.
+        unsafe {
+            cmd.pre_exec(move || {
+                setns(ns.as_fd(), CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from)
+            });
+        }
+        Ok(cmd)
+    }
+
+    /// Runs a command inside the namespace, failing with its stderr if it exits non-zero.
+    pub fn exec(&self, program: &str, args: &[&str]) -> Result<String> {
+        self.exec_with_stdin(program, args, None)
+    }
+
+    /// Like [`Netns::exec`], feeding `stdin` to the command.
+    pub fn exec_with_stdin(&self, program: &str, args: &[&str], stdin: Option<&str>) -> Result<String> {
+        use std::io::Write;
+        use std::process::Stdio;
+        let mut cmd = self.command(program)?;
+        cmd.args(args)
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting `{program}` in namespace {} (is it installed?)", self.name))?;
+        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(input.as_bytes())
+                .with_context(|| format!("writing stdin of `{program}`"))?;
+        }
+        let out = child
+            .wait_with_output()
+            .with_context(|| format!("waiting for `{program}`"))?;
+        if !out.status.success() {
+            bail!(
+                "`{program} {}` in namespace {} failed ({}): {}",
+                args.join(" "),
+                self.name,
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Writes a sysctl of this namespace (`net.ipv4.ip_forward` style name). Only `net.*` keys
+    /// are per-namespace; anything else would change the host and is refused.
+    pub fn set_sysctl(&self, key: &str, value: &str) -> Result<()> {
+        if !key.starts_with("net.") {
+            bail!("refusing to set `{key}`: only net.* sysctls are namespaced");
+        }
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        let value = value.to_string();
+        self.run(|| std::fs::write(&path, &value))?
+            .with_context(|| format!("setting sysctl {key} in namespace {}", self.name))
+    }
+
+    pub fn get_sysctl(&self, key: &str) -> Result<String> {
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        let value = self
+            .run(|| std::fs::read_to_string(&path))?
+            .with_context(|| format!("reading sysctl {key} in namespace {}", self.name))?;
+        Ok(value.trim().to_string())
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        remove_named(&self.name);
+    }
+}
+
+fn validate_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 200
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+        && !name.starts_with('.');
+    if !ok {
+        bail!("invalid namespace name `{name}`");
+    }
+    Ok(())
+}
+
+fn register(name: &str) {
+    if let Ok(mut live) = LIVE.lock() {
+        live.insert(name.to_string());
+    }
+}
+
+fn unregister(name: &str) {
+    if let Ok(mut live) = LIVE.lock() {
+        live.remove(name);
+    }
+}
+
+/// Unmounts and unlinks `/run/netns/NAME`. The kernel frees the namespace, and every link in
+/// it, once nothing references it any more.
+fn remove_named(name: &str) {
+    let path = Path::new(NETNS_DIR).join(name);
+    let _ = umount2(&path, MntFlags::MNT_DETACH);
+    let _ = std::fs::remove_file(&path);
+    unregister(name);
+}
+
+/// Removes every namespace this process still owns. Called from the signal handler, where
+/// `Drop` will not run.
+pub fn remove_all_live() {
+    let names: Vec<String> = LIVE.lock().map(|l| l.iter().cloned().collect()).unwrap_or_default();
+    for name in names {
+        remove_named(&name);
+    }
+}
+
+/// Installs a SIGINT/SIGTERM/SIGHUP handler that removes this process's namespaces and exits
+/// with 130. Idempotent; safe to call from every test.
+pub fn install_signal_cleanup() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = ctrlc::set_handler(|| {
+            remove_all_live();
+            eprintln!("kpct: interrupted; removed this run's network namespaces");
+            std::process::exit(130);
+        });
+    });
+}
+
+/// Suite namespaces in /run/netns whose owning process (the pid in the name) is gone, or all
+/// suite namespaces with `include_live`.
+pub fn leftovers(include_live: bool) -> Result<Vec<String>> {
+    let dir = match std::fs::read_dir(NETNS_DIR) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("listing {NETNS_DIR}")),
+    };
+    let mut out = Vec::new();
+    for entry in dir {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(SUITE_PREFIX) else {
+            continue;
+        };
+        let owner_alive = rest
+            .split('-')
+            .next()
+            .and_then(|pid| pid.parse::<i32>().ok())
+            .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+        if include_live || !owner_alive {
+            out.push(name);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Removes the given suite namespaces (see [`leftovers`]).
+pub fn remove_leftovers(names: &[String]) {
+    for name in names {
+        remove_named(name);
+    }
+}
+
+/// Names in this process's registry (for tests asserting that nothing leaked).
+pub fn live_names() -> Vec<String> {
+    LIVE.lock().map(|l| l.iter().cloned().collect()).unwrap_or_default()
+}

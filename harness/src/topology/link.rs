@@ -1,0 +1,235 @@
+//! rtnetlink operations on one namespace: links, addresses, routes, neighbours, FDB entries.
+
+use crate::netns::Netns;
+use anyhow::{anyhow, Context, Result};
+use futures::TryStreamExt;
+use netlink_packet_route::link::{InfoData, InfoVeth, LinkAttribute, LinkMessage};
+use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourFlags};
+use rtnetlink::{Handle, LinkBridge, LinkUnspec, LinkVeth, LinkVxlan, RouteMessageBuilder};
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::fd::AsRawFd;
+
+/// An rtnetlink handle bound to one namespace.
+pub struct NetlinkNs {
+    handle: Handle,
+    ns_name: String,
+}
+
+impl NetlinkNs {
+    /// Opens a route-netlink socket inside `ns`. The socket stays bound to that namespace, so
+    /// the returned handle works from any task.
+    pub fn open(ns: &Netns) -> Result<NetlinkNs> {
+        let rt = tokio::runtime::Handle::try_current()
+            .context("topology operations need a tokio runtime")?;
+        let (conn, handle, _) = ns
+            .run(move || {
+                let _guard = rt.enter();
+                rtnetlink::new_connection()
+            })?
+            .with_context(|| format!("opening rtnetlink in namespace {}", ns.name()))?;
+        tokio::spawn(conn);
+        Ok(NetlinkNs {
+            handle,
+            ns_name: ns.name().to_string(),
+        })
+    }
+
+    fn ctx(&self, what: &str) -> String {
+        format!("{what} in namespace {}", self.ns_name)
+    }
+
+    pub async fn index_of(&self, name: &str) -> Result<u32> {
+        let link = self
+            .handle
+            .link()
+            .get()
+            .match_name(name.to_string())
+            .execute()
+            .try_next()
+            .await
+            .with_context(|| self.ctx(&format!("looking up link {name}")))?
+            .ok_or_else(|| anyhow!("{}", self.ctx(&format!("no link {name}"))))?;
+        Ok(link.header.index)
+    }
+
+    pub async fn set_up(&self, name: &str) -> Result<()> {
+        let index = self.index_of(name).await?;
+        self.handle
+            .link()
+            .set(LinkUnspec::new_with_index(index).up().build())
+            .execute()
+            .await
+            .with_context(|| self.ctx(&format!("setting {name} up")))
+    }
+
+    /// Creates a veth pair: `local` here, `peer` directly inside `peer_ns`, each with a fixed
+    /// MAC, and optionally enslaves `local` to the bridge `controller`.
+    pub async fn add_veth(
+        &self,
+        local: &str,
+        local_mac: [u8; 6],
+        peer: &str,
+        peer_mac: [u8; 6],
+        peer_ns: &Netns,
+    ) -> Result<()> {
+        let ns_file = std::fs::File::open(peer_ns.path())
+            .with_context(|| format!("opening {}", peer_ns.path().display()))?;
+        let peer_msg: LinkMessage = LinkUnspec::new_with_name(peer)
+            .address(peer_mac.to_vec())
+            .setns_by_fd(ns_file.as_raw_fd())
+            .build();
+        // The builder's own peer carries only a name; ours also carries netns and MAC.
+        let msg = LinkVeth::new(local, peer)
+            .address(local_mac.to_vec())
+            .set_info_data(InfoData::Veth(InfoVeth::Peer(peer_msg)))
+            .build();
+        self.handle
+            .link()
+            .add(msg)
+            .execute()
+            .await
+            .with_context(|| {
+                self.ctx(&format!("creating veth {local} <-> {peer} (in {})", peer_ns.name()))
+            })
+    }
+
+    pub async fn add_bridge(&self, name: &str, mac: [u8; 6]) -> Result<()> {
+        let msg = LinkBridge::new(name).address(mac.to_vec()).build();
+        self.handle
+            .link()
+            .add(msg)
+            .execute()
+            .await
+            .with_context(|| self.ctx(&format!("creating bridge {name}")))
+    }
+
+    pub async fn enslave(&self, port: &str, bridge: &str) -> Result<()> {
+        let port_index = self.index_of(port).await?;
+        let bridge_index = self.index_of(bridge).await?;
+        self.handle
+            .link()
+            .set(LinkUnspec::new_with_index(port_index).controller(bridge_index).build())
+            .execute()
+            .await
+            .with_context(|| self.ctx(&format!("attaching {port} to {bridge}")))
+    }
+
+    /// A flannel-style VXLAN device: no learning (flannel programs FDB and neighbours itself).
+    pub async fn add_vxlan(
+        &self,
+        name: &str,
+        mac: [u8; 6],
+        vni: u32,
+        local: Ipv4Addr,
+        dev: &str,
+        port: u16,
+    ) -> Result<()> {
+        let dev_index = self.index_of(dev).await?;
+        let msg = LinkVxlan::new(name, vni)
+            .local(local)
+            .dev(dev_index)
+            .port(port)
+            .learning(false)
+            .address(mac.to_vec())
+            .build();
+        self.handle
+            .link()
+            .add(msg)
+            .execute()
+            .await
+            .with_context(|| self.ctx(&format!("creating vxlan {name} (VNI {vni}, port {port})")))
+    }
+
+    pub async fn add_address(&self, dev: &str, addr: Ipv4Addr, prefix_len: u8) -> Result<()> {
+        let index = self.index_of(dev).await?;
+        self.handle
+            .address()
+            .add(index, IpAddr::V4(addr), prefix_len)
+            .execute()
+            .await
+            .with_context(|| self.ctx(&format!("adding {addr}/{prefix_len} to {dev}")))
+    }
+
+    pub async fn add_default_route(&self, gateway: Ipv4Addr) -> Result<()> {
+        let msg = RouteMessageBuilder::<Ipv4Addr>::new().gateway(gateway).build();
+        self.handle
+            .route()
+            .add(msg)
+            .execute()
+            .await
+            .with_context(|| self.ctx(&format!("adding default route via {gateway}")))
+    }
+
+    /// `ip route add DST/LEN via GW dev DEV onlink` — flannel's route to a remote pod CIDR.
+    pub async fn add_onlink_route(
+        &self,
+        dst: Ipv4Addr,
+        prefix_len: u8,
+        gateway: Ipv4Addr,
+        dev: &str,
+    ) -> Result<()> {
+        let index = self.index_of(dev).await?;
+        let msg = RouteMessageBuilder::<Ipv4Addr>::new()
+            .destination_prefix(dst, prefix_len)
+            .gateway(gateway)
+            .output_interface(index)
+            .onlink()
+            .build();
+        self.handle
+            .route()
+            .add(msg)
+            .execute()
+            .await
+            .with_context(|| self.ctx(&format!("adding route {dst}/{prefix_len} via {gateway} dev {dev} onlink")))
+    }
+
+    /// `ip neigh add IP lladdr MAC dev DEV nud permanent`.
+    pub async fn add_neighbour(&self, dev: &str, ip: Ipv4Addr, mac: [u8; 6]) -> Result<()> {
+        let index = self.index_of(dev).await?;
+        self.handle
+            .neighbours()
+            .add(index, IpAddr::V4(ip))
+            .link_layer_address(&mac)
+            .execute()
+            .await
+            .with_context(|| self.ctx(&format!("adding neighbour {ip} on {dev}")))
+    }
+
+    /// `bridge fdb append MAC dev DEV dst IP self permanent` — where the VXLAN device sends
+    /// frames for a remote VTEP's MAC.
+    pub async fn add_fdb(&self, dev: &str, mac: [u8; 6], dst: Ipv4Addr) -> Result<()> {
+        let index = self.index_of(dev).await?;
+        let mut req = self
+            .handle
+            .neighbours()
+            .add_bridge(index, &mac)
+            .flags(NeighbourFlags::Own);
+        req.message_mut()
+            .attributes
+            .push(NeighbourAttribute::Destination(NeighbourAddress::Inet(dst)));
+        req.execute()
+            .await
+            .with_context(|| self.ctx(&format!("adding FDB entry on {dev} to {dst}")))
+    }
+
+    /// Names and MACs of every link, for leak checks and effective-state reports.
+    pub async fn links(&self) -> Result<Vec<(String, Option<Vec<u8>>)>> {
+        let mut out = Vec::new();
+        let mut stream = self.handle.link().get().execute();
+        while let Some(msg) = stream.try_next().await.with_context(|| self.ctx("listing links"))? {
+            let mut name = None;
+            let mut mac = None;
+            for attr in msg.attributes {
+                match attr {
+                    LinkAttribute::IfName(n) => name = Some(n),
+                    LinkAttribute::Address(a) => mac = Some(a),
+                    _ => {}
+                }
+            }
+            if let Some(name) = name {
+                out.push((name, mac));
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,327 @@
+//! Builds a scenario's fake cluster out of network namespaces:
+//!
+//! ```text
+//!   fabric netns: bridge underlay0 ─┬─ ul-n0 ══ eth0 [node-a netns] cni0 ─ vethNNNN ══ eth0 [pod]
+//!                                   ├─ ul-n1 ══ eth0 [node-b netns] cni0 ─ …           flannel.1 (VXLAN VNI 1, :8472)
+//!                                   └─ ul-ext ══ eth0 [external client netns]
+//! ```
+//!
+//! Every node reaches every other node's pod CIDR over VXLAN the way flannel's vxlan backend
+//! programs it: a route `podCIDR via <VTEP addr> dev flannel.1 onlink`, a permanent neighbour
+//! for the VTEP address and an FDB entry sending that VTEP MAC to the node's underlay IP.
+//! Nothing is created in the root namespace: the fabric itself is a namespace.
+
+mod link;
+pub mod naming;
+
+pub use link::NetlinkNs;
+
+use crate::netns::{install_signal_cleanup, Netns};
+use crate::scenario::{Ipv4Cidr, Scenario};
+use anyhow::{anyhow, bail, Context, Result};
+use naming::*;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+/// A node namespace and what identifies it on the wire.
+#[derive(Debug)]
+pub struct NodeNs {
+    pub name: String,
+    pub ip: Ipv4Addr,
+    pub pod_cidr: Ipv4Cidr,
+    pub vtep_mac: [u8; 6],
+    pub netns: Netns,
+}
+
+impl NodeNs {
+    /// The flannel.1 address: the pod CIDR's network address, as flannel assigns it.
+    pub fn vtep_ip(&self) -> Ipv4Addr {
+        self.pod_cidr.network()
+    }
+
+    /// The cni0 bridge address, the pods' default gateway.
+    pub fn gateway_ip(&self) -> Ipv4Addr {
+        nth_or_network(self.pod_cidr, 1)
+    }
+}
+
+#[derive(Debug)]
+pub struct PodNs {
+    pub name: String,
+    pub node: String,
+    pub ip: Ipv4Addr,
+    pub mac: [u8; 6],
+    /// The pod's veth on the node side (attached to cni0), where arriving packets are captured.
+    pub host_veth: String,
+    pub netns: Netns,
+}
+
+#[derive(Debug)]
+pub struct ExternalNs {
+    pub name: String,
+    pub ip: Ipv4Addr,
+    pub mac: [u8; 6],
+    pub netns: Netns,
+}
+
+/// How long building each part took (printed by the benchmark, never asserted).
+#[derive(Debug, Clone, Default)]
+pub struct BuildTimings {
+    pub fabric: Duration,
+    pub per_node: Vec<Duration>,
+    pub overlay: Duration,
+    pub per_pod: Vec<Duration>,
+    pub external: Duration,
+}
+
+/// A built topology. Dropping it removes every namespace (and so every link) it created.
+#[derive(Debug)]
+pub struct Topology {
+    prefix: RunPrefix,
+    // Field order is drop order: leaves first, the fabric last.
+    pods: Vec<PodNs>,
+    nodes: Vec<NodeNs>,
+    external: Option<ExternalNs>,
+    fabric: Netns,
+    timings: BuildTimings,
+}
+
+impl Topology {
+    /// Builds the topology of `scenario` (which must have passed validation).
+    pub async fn build(scenario: &Scenario) -> Result<Topology> {
+        install_signal_cleanup();
+        let prefix = RunPrefix::next();
+        let topo = &scenario.topology;
+        let mut timings = BuildTimings::default();
+
+        let started = Instant::now();
+        let fabric = Netns::create(&prefix.fabric())?;
+        let fabric_nl = NetlinkNs::open(&fabric)?;
+        fabric_nl.set_up("lo").await?;
+        fabric_nl
+            .add_bridge(FABRIC_BRIDGE, mac_for("fabric/underlay0"))
+            .await?;
+        fabric_nl.set_up(FABRIC_BRIDGE).await?;
+        timings.fabric = started.elapsed();
+
+        let mut nodes = Vec::with_capacity(topo.nodes.len());
+        for (index, node) in topo.nodes.iter().enumerate() {
+            let started = Instant::now();
+            let netns = Netns::create(&prefix.node(&node.name))?;
+            let built = NodeNs {
+                name: node.name.clone(),
+                ip: node.ip,
+                pod_cidr: node.pod_cidr,
+                vtep_mac: mac_for(&format!("node/{}/{VXLAN_IF}", node.name)),
+                netns,
+            };
+            build_node(&fabric_nl, index, &built, topo.underlay).await?;
+            nodes.push(built);
+            timings.per_node.push(started.elapsed());
+        }
+
+        let started = Instant::now();
+        for node in &nodes {
+            wire_overlay(node, &nodes).await?;
+        }
+        timings.overlay = started.elapsed();
+
+        let mut pods = Vec::with_capacity(topo.pods.len());
+        let mut per_node_count = std::collections::BTreeMap::<&str, usize>::new();
+        for pod in &topo.pods {
+            let started = Instant::now();
+            let node = nodes
+                .iter()
+                .find(|n| n.name == pod.node)
+                .ok_or_else(|| anyhow!("pod {} is on unknown node {}", pod.name, pod.node))?;
+            let slot = per_node_count.entry(pod.node.as_str()).or_default();
+            let built = PodNs {
+                name: pod.name.clone(),
+                node: pod.node.clone(),
+                ip: pod.ip,
+                mac: mac_for(&format!("pod/{}/{POD_IF}", pod.name)),
+                host_veth: node_port_for_pod(*slot),
+                netns: Netns::create(&prefix.pod(&pod.name))?,
+            };
+            *slot += 1;
+            build_pod(node, &built).await?;
+            pods.push(built);
+            timings.per_pod.push(started.elapsed());
+        }
+
+        let started = Instant::now();
+        let external = match &topo.external {
+            Some(ext) => {
+                let built = ExternalNs {
+                    name: ext.name.clone(),
+                    ip: ext.ip,
+                    mac: mac_for(&format!("external/{}/eth0", ext.name)),
+                    netns: Netns::create(&prefix.external(&ext.name))?,
+                };
+                build_external(&fabric_nl, &built, topo.underlay).await?;
+                Some(built)
+            }
+            None => None,
+        };
+        timings.external = started.elapsed();
+
+        Ok(Topology {
+            prefix,
+            pods,
+            nodes,
+            external,
+            fabric,
+            timings,
+        })
+    }
+
+    pub fn prefix(&self) -> &str {
+        self.prefix.as_str()
+    }
+
+    pub fn nodes(&self) -> &[NodeNs] {
+        &self.nodes
+    }
+
+    pub fn pods(&self) -> &[PodNs] {
+        &self.pods
+    }
+
+    pub fn node(&self, name: &str) -> Result<&NodeNs> {
+        self.nodes
+            .iter()
+            .find(|n| n.name == name)
+            .ok_or_else(|| anyhow!("no node `{name}` in this topology"))
+    }
+
+    pub fn pod(&self, name: &str) -> Result<&PodNs> {
+        self.pods
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| anyhow!("no pod `{name}` in this topology"))
+    }
+
+    pub fn external(&self) -> Result<&ExternalNs> {
+        self.external
+            .as_ref()
+            .ok_or_else(|| anyhow!("this scenario has no external client"))
+    }
+
+    pub fn fabric(&self) -> &Netns {
+        &self.fabric
+    }
+
+    /// Every namespace of the topology, fabric first.
+    pub fn namespaces(&self) -> Vec<&Netns> {
+        let mut all = vec![&self.fabric];
+        all.extend(self.nodes.iter().map(|n| &n.netns));
+        all.extend(self.pods.iter().map(|p| &p.netns));
+        all.extend(self.external.iter().map(|e| &e.netns));
+        all
+    }
+
+    pub fn timings(&self) -> &BuildTimings {
+        &self.timings
+    }
+
+    /// Removes everything and reports how long it took. Dropping does the same, silently.
+    pub fn teardown(self) -> Duration {
+        let started = Instant::now();
+        drop(self);
+        started.elapsed()
+    }
+}
+
+fn nth_or_network(cidr: Ipv4Cidr, n: u32) -> Ipv4Addr {
+    cidr.nth(n).unwrap_or_else(|| cidr.network())
+}
+
+async fn build_node(fabric: &NetlinkNs, index: usize, node: &NodeNs, underlay: Ipv4Cidr) -> Result<()> {
+    let port = fabric_port_for_node(index);
+    fabric
+        .add_veth(
+            &port,
+            mac_for(&format!("fabric/{port}")),
+            UNDERLAY_IF,
+            mac_for(&format!("node/{}/{UNDERLAY_IF}", node.name)),
+            &node.netns,
+        )
+        .await?;
+    fabric.enslave(&port, FABRIC_BRIDGE).await?;
+    fabric.set_up(&port).await?;
+
+    let nl = NetlinkNs::open(&node.netns)?;
+    nl.set_up("lo").await?;
+    nl.add_address(UNDERLAY_IF, node.ip, underlay.prefix_len).await?;
+    nl.set_up(UNDERLAY_IF).await?;
+
+    nl.add_bridge(BRIDGE_IF, mac_for(&format!("node/{}/{BRIDGE_IF}", node.name)))
+        .await?;
+    nl.add_address(BRIDGE_IF, node.gateway_ip(), node.pod_cidr.prefix_len)
+        .await?;
+    nl.set_up(BRIDGE_IF).await?;
+
+    nl.add_vxlan(VXLAN_IF, node.vtep_mac, VXLAN_VNI, node.ip, UNDERLAY_IF, VXLAN_PORT)
+        .await?;
+    nl.add_address(VXLAN_IF, node.vtep_ip(), 32).await?;
+    nl.set_up(VXLAN_IF).await?;
+
+    // A node routes between pods, the overlay and the underlay, as every Kubernetes node does.
+    node.netns
+        .set_sysctl("net.ipv4.ip_forward", "1")
+        .with_context(|| format!("enabling forwarding on node {}", node.name))
+}
+
+/// flannel's vxlan backend state on `node` for every other node.
+async fn wire_overlay(node: &NodeNs, all: &[NodeNs]) -> Result<()> {
+    let nl = NetlinkNs::open(&node.netns)?;
+    for peer in all.iter().filter(|p| p.name != node.name) {
+        nl.add_neighbour(VXLAN_IF, peer.vtep_ip(), peer.vtep_mac).await?;
+        nl.add_fdb(VXLAN_IF, peer.vtep_mac, peer.ip).await?;
+        nl.add_onlink_route(
+            peer.pod_cidr.network(),
+            peer.pod_cidr.prefix_len,
+            peer.vtep_ip(),
+            VXLAN_IF,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn build_pod(node: &NodeNs, pod: &PodNs) -> Result<()> {
+    if !node.pod_cidr.contains(pod.ip) {
+        bail!("pod {} address {} is outside node {}'s podCIDR {}", pod.name, pod.ip, node.name, node.pod_cidr);
+    }
+    let node_nl = NetlinkNs::open(&node.netns)?;
+    node_nl
+        .add_veth(
+            &pod.host_veth,
+            mac_for(&format!("node/{}/{}", node.name, pod.host_veth)),
+            POD_IF,
+            pod.mac,
+            &pod.netns,
+        )
+        .await?;
+    node_nl.enslave(&pod.host_veth, BRIDGE_IF).await?;
+    node_nl.set_up(&pod.host_veth).await?;
+
+    let nl = NetlinkNs::open(&pod.netns)?;
+    nl.set_up("lo").await?;
+    nl.add_address(POD_IF, pod.ip, node.pod_cidr.prefix_len).await?;
+    nl.set_up(POD_IF).await?;
+    nl.add_default_route(node.gateway_ip()).await
+}
+
+async fn build_external(fabric: &NetlinkNs, ext: &ExternalNs, underlay: Ipv4Cidr) -> Result<()> {
+    let port = fabric_port_for_external();
+    fabric
+        .add_veth(&port, mac_for(&format!("fabric/{port}")), "eth0", ext.mac, &ext.netns)
+        .await?;
+    fabric.enslave(&port, FABRIC_BRIDGE).await?;
+    fabric.set_up(&port).await?;
+    let nl = NetlinkNs::open(&ext.netns)?;
+    nl.set_up("lo").await?;
+    nl.add_address("eth0", ext.ip, underlay.prefix_len).await?;
+    nl.set_up("eth0").await
+}

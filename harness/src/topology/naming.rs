@@ -1,0 +1,109 @@
+//! Deterministic names and MAC addresses.
+//!
+//! Interface names and MACs depend only on the scenario (never on the run), so the same scenario
+//! puts the same bytes on the wire every time. Namespace names carry a per-run prefix
+//! (`kpct-<pid>-<seq>-`) so parallel tests and concurrent runs never collide, and so `cleanup`
+//! can tell a crashed run's leftovers (dead pid) from a live one's.
+
+use crate::netns::SUITE_PREFIX;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Interface names inside namespaces: fixed, like on a real flannel node.
+pub const UNDERLAY_IF: &str = "eth0";
+pub const BRIDGE_IF: &str = "cni0";
+pub const VXLAN_IF: &str = "flannel.1";
+pub const POD_IF: &str = "eth0";
+pub const FABRIC_BRIDGE: &str = "underlay0";
+/// flannel's VXLAN defaults: VNI 1 on the Linux-assigned port 8472.
+pub const VXLAN_VNI: u32 = 1;
+pub const VXLAN_PORT: u16 = 8472;
+
+/// The per-run prefix of namespace names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunPrefix(String);
+
+impl RunPrefix {
+    /// A prefix unique within this machine for the life of this process.
+    pub fn next() -> RunPrefix {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        RunPrefix(format!("{SUITE_PREFIX}{}-{seq}-", std::process::id()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn fabric(&self) -> String {
+        format!("{}fabric", self.0)
+    }
+
+    pub fn node(&self, node: &str) -> String {
+        format!("{}node-{node}", self.0)
+    }
+
+    pub fn pod(&self, pod: &str) -> String {
+        format!("{}pod-{pod}", self.0)
+    }
+
+    pub fn external(&self, name: &str) -> String {
+        format!("{}ext-{name}", self.0)
+    }
+}
+
+/// Name of the fabric-side veth of node number `index` (interface names max 15 bytes).
+pub fn fabric_port_for_node(index: usize) -> String {
+    format!("ul-n{index}")
+}
+
+pub fn fabric_port_for_external() -> String {
+    "ul-ext".to_string()
+}
+
+/// Node-side veth of pod number `index` on that node, as CNI's `vethXXXXXXXX` but stable.
+pub fn node_port_for_pod(index: usize) -> String {
+    format!("veth{index:04}")
+}
+
+/// A locally administered unicast MAC derived from a stable role string (FNV-1a), e.g.
+/// `node/node-a/eth0`. Distinct roles give distinct MACs with overwhelming probability; the
+/// topology checks for collisions anyway.
+pub fn mac_for(role: &str) -> [u8; 6] {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in role.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let b = h.to_be_bytes();
+    // 0x02: locally administered, unicast.
+    [0x02, b[3], b[4], b[5], b[6], b[7]]
+}
+
+pub fn format_mac(mac: &[u8; 6]) -> String {
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn macs_are_stable_local_unicast_and_distinct() {
+        let a = mac_for("node/node-a/eth0");
+        assert_eq!(a, mac_for("node/node-a/eth0"));
+        assert_ne!(a, mac_for("node/node-b/eth0"));
+        assert_eq!(a[0] & 0x03, 0x02, "locally administered unicast");
+    }
+
+    #[test]
+    fn prefixes_are_unique_and_carry_the_pid() {
+        let a = RunPrefix::next();
+        let b = RunPrefix::next();
+        assert_ne!(a, b);
+        assert!(a.as_str().starts_with(&format!("kpct-{}-", std::process::id())));
+        assert_eq!(fabric_port_for_node(12).len() <= 15, true);
+    }
+}
