@@ -1,5 +1,6 @@
 //! Deterministic conformance suite for Kubernetes service proxiers, run in network namespaces.
 pub mod capture;
+pub mod caps;
 pub mod cluster;
 pub mod netns;
 pub mod programming;

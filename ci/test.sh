@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The suite's one test entry point (the README's test command; .ci/run calls exactly this).
+#
+# Builds every test binary on this machine, then runs them where the kernel has what the suite
+# needs: natively when this kernel has IP_VS (CI VMs, the Vagrant lab), otherwise inside a
+# virtme-ng VM booting an installed distribution kernel that has IP_VS, with this machine's
+# filesystem shared read-only and results written back through --rwdir.
+#
+# Usage: sudo ci/test.sh [--quick] [--vm | --native] [-- TEST-ARGS...]
+#   --quick    native only, leaves out the tests that need IP_VS (named needs_ipvs_*); for fast
+#              local iteration on a kernel without IP_VS. Says so loudly; never used by CI.
+#   --vm       always use the VM, even if this kernel has IP_VS.
+#   --native   never use the VM; IPVS tests fail (loudly) if this kernel has no IP_VS.
+#   TEST-ARGS  passed to every test binary (e.g. a name filter).
+# Environment: KPCT_VM_KERNEL=/boot/vmlinuz-X picks the VM kernel; KPCT_VM_TIMEOUT (seconds,
+# default 1500) bounds the VM run; KPCT_VM_MEMORY (default 3G).
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+mode=auto
+quick=0
+test_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1 ;;
+    --vm) mode=vm ;;
+    --native) mode=native ;;
+    --) shift; test_args=("$@"); break ;;
+    *) echo "ci/test.sh: unknown argument $1 (see the header of this file)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+if [ "$(id -u)" != 0 ]; then
+  echo "ci/test.sh: the suite creates network namespaces and must run as root (sudo ci/test.sh)" >&2
+  exit 2
+fi
+
+out="$repo/target/kpct-test"
+rm -rf "$out"
+mkdir -p "$out"
+cd "$repo"
+
+echo "==> building test binaries"
+cargo build --workspace --bins --quiet
+cargo test --workspace --no-run --message-format=json-render-diagnostics > "$out/build.jsonl"
+python3 "$repo/ci/list-tests.py" "$out/build.jsonl" > "$out/tests.tsv"
+echo "    $(wc -l < "$out/tests.tsv") test binaries"
+
+# The VM does not inherit this environment: hand over what changes test behaviour.
+for var in CI INSTA_UPDATE INSTA_FORCE_PASS RUST_LOG KPCT_PROBE_TIMEOUT_MS; do
+  if [ -n "${!var:-}" ]; then printf 'export %s=%q\n' "$var" "${!var}"; fi
+done > "$out/env.sh"
+
+kpct="$repo/target/debug/kpct"
+skip=()
+if [ "$quick" = 1 ]; then
+  mode=native
+  skip=(--skip needs_ipvs)
+  echo "==> QUICK MODE: tests that need IP_VS (needs_ipvs_*) are NOT run; this is not a full run"
+elif [ "$mode" = auto ]; then
+  if "$kpct" caps --quiet --require ip_vs,dummy; then mode=native; else mode=vm; fi
+fi
+
+runner=(bash "$repo/ci/run-binaries.sh" "$out" "${skip[@]}" -- "${test_args[@]}")
+if [ "$mode" = native ]; then
+  echo "==> running natively on $(uname -r)"
+  "${runner[@]}"
+else
+  kernel="${KPCT_VM_KERNEL:-$(bash "$repo/ci/find-ipvs-kernel.sh")}"
+  if [ -z "$kernel" ]; then
+    echo "ci/test.sh: this kernel has no IP_VS and no installed kernel with IP_VS modules was found;" >&2
+    echo "            run ci/install-deps.sh (installs linux-image-amd64 and virtme-ng)" >&2
+    exit 2
+  fi
+  vng="$(command -v vng || true)"
+  if [ -z "$vng" ]; then
+    echo "ci/test.sh: virtme-ng (vng) is not installed; run ci/install-deps.sh" >&2
+    exit 2
+  fi
+  echo "==> this kernel ($(uname -r)) lacks IP_VS: running in a VM with $(basename "$kernel") (TCG; boot takes ~40 s)"
+  # KVM guests hang on some hosts; TCG is slower but always works.
+  set +e
+  timeout --foreground "${KPCT_VM_TIMEOUT:-1500}" "$vng" --disable-kvm --run "$kernel" \
+    --memory "${KPCT_VM_MEMORY:-3G}" --cpus "$(nproc)" --rwdir "$out" --rwdir "$repo/snapshots" \
+    --exec "$(printf '%q ' "${runner[@]}")" </dev/null
+  vm_rc=$?
+  set -e
+  if [ ! -f "$out/summary" ]; then
+    echo "ci/test.sh: the VM exited ($vm_rc) without a test summary: see the output above" >&2
+    exit 1
+  fi
+fi
+
+# Doc tests need neither root nor a particular kernel; run them here.
+echo "--> doc tests"
+if cargo test --workspace --doc --quiet > "$out/logs/doctests.log" 2>&1; then rc=0; else rc=$?; fi
+grep -E '^test result:' "$out/logs/doctests.log" | sed 's/^/    /'
+[ $rc -ne 0 ] && sed 's/^/    | /' "$out/logs/doctests.log" | tail -60
+doc_results=$(grep -E '^test result:' "$out/logs/doctests.log" | awk '{p+=$4; f+=$6} END {printf "test result: x. %d passed; %d failed;", p, f}')
+printf 'doctests\t%s\t%s\n' "$rc" "$doc_results" >> "$out/summary"
+
+bash "$repo/ci/summarize.sh" "$out"

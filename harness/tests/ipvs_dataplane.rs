@@ -1,0 +1,88 @@
+//! IPVS in a node namespace of a built topology, driven with the stock tools (ipvsadm, ip):
+//! proves the kernel's IPVS dataplane works in the suite's topology before any proxier is
+//! involved. Needs IP_VS: run through `ci/test.sh`, which boots a kernel with it when needed.
+
+use kpct::capture::{Capture, Flow};
+use kpct::caps::require_ipvs;
+use kpct::scenario::Scenario;
+use kpct::topology::Topology;
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::time::Duration;
+
+const SCENARIO: &str = r#"
+topology:
+  underlay: 192.168.1.0/24
+  clusterCIDR: 10.244.0.0/16
+  nodes:
+    - { name: node-a, ip: 192.168.1.10, podCIDR: 10.244.1.0/24 }
+    - { name: node-b, ip: 192.168.1.11, podCIDR: 10.244.2.0/24 }
+  pods:
+    - { name: a1, node: node-a, ip: 10.244.1.10 }
+    - { name: b1, node: node-b, ip: 10.244.2.10 }
+"#;
+
+const VIP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
+const WAIT: Duration = Duration::from_secs(3);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_virtual_server_in_a_node_netns_translates_real_packets() {
+    require_ipvs();
+    let scenario: Scenario = serde_yaml_ng::from_str(SCENARIO).unwrap();
+    let topo = Topology::build(&scenario).await.unwrap();
+    let node_a = topo.node("node-a").unwrap();
+    let (a1, b1) = (topo.pod("a1").unwrap(), topo.pod("b1").unwrap());
+
+    // What kube-proxy's IPVS mode does for one ClusterIP, by hand: VIP on a dummy device,
+    // a virtual server and a masquerading real server.
+    let ns = &node_a.netns;
+    ns.exec("ip", &["link", "add", "kube-ipvs0", "type", "dummy"]).unwrap();
+    ns.exec("ip", &["addr", "add", "10.96.0.10/32", "dev", "kube-ipvs0"]).unwrap();
+    ns.exec("ipvsadm", &["-A", "-u", "10.96.0.10:53", "-s", "rr"]).unwrap();
+    ns.exec("ipvsadm", &["-a", "-u", "10.96.0.10:53", "-r", "10.244.2.10:5353", "-m", "-w", "1"])
+        .unwrap();
+    assert_eq!(
+        ns.exec("ipvsadm", &["-Sn"]).unwrap(),
+        "-A -u 10.96.0.10:53 -s rr\n-a -u 10.96.0.10:53 -r 10.244.2.10:5353 -m -w 1\n"
+    );
+
+    let node_b = topo.node("node-b").unwrap();
+    let mut at_b1 = Capture::open(&node_b.netns, &b1.host_veth).unwrap();
+    let server = b1
+        .netns
+        .run(|| UdpSocket::bind(SocketAddrV4::new(b1.ip, 5353)))
+        .unwrap()
+        .unwrap();
+    let client = a1
+        .netns
+        .run(|| UdpSocket::bind(SocketAddrV4::new(a1.ip, 40000)))
+        .unwrap()
+        .unwrap();
+    server.set_read_timeout(Some(WAIT)).unwrap();
+    client.set_read_timeout(Some(WAIT)).unwrap();
+
+    client.send_to(b"query", SocketAddrV4::new(VIP, 53)).unwrap();
+    let dnat = Flow {
+        protocol: 17,
+        src: a1.ip,
+        sport: 40000,
+        dst: b1.ip,
+        dport: 5353,
+    };
+    let seen = at_b1.wait_for(WAIT, |f| f.flow().is_some_and(|fl| fl.protocol == 17 && fl.dport == 5353));
+    assert_eq!(
+        seen.unwrap().and_then(|f| f.flow()),
+        Some(dnat),
+        "IPVS rewrote the destination to the real server and kept the pod source"
+    );
+
+    let mut buf = [0u8; 64];
+    let (n, from) = server.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"query");
+    server.send_to(b"answer", from).unwrap();
+    let (n, from) = client.recv_from(&mut buf).expect("the reply came back");
+    assert_eq!(
+        (&buf[..n], from),
+        (&b"answer"[..], SocketAddrV4::new(VIP, 53).into()),
+        "the reply is reverse-translated to come from the virtual service"
+    );
+}
