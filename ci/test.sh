@@ -37,6 +37,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 out="$repo/target/kpct-test"
+mkdir -p "$repo/snapshots"
 rm -rf "$out"
 mkdir -p "$out"
 cd "$repo"

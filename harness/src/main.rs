@@ -1,6 +1,6 @@
 //! `kpct`: the suite's command line.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
 use kpct::caps::{self, Feature};
 use kpct::netns;
@@ -74,8 +74,8 @@ fn caps_command(require: &[String], quiet: bool) -> Result<()> {
         }
         std::process::exit(1);
     }
-    if wanted.is_empty() && !quiet && !caps.get(Feature::IpVs).ok() {
-        bail!("no IP_VS in this kernel: use `sudo ci/test.sh` (VM runner) for the IPVS tests");
+    if !quiet && !caps.get(Feature::IpVs).ok() {
+        eprintln!("note: no IP_VS in this kernel; `sudo ci/test.sh` runs the IPVS tests in a VM whose kernel has it");
     }
     Ok(())
 }

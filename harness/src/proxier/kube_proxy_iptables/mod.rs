@@ -1,0 +1,458 @@
+//! Reference proxier: kube-proxy in iptables mode.
+//!
+//! # Pinned version
+//!
+//! Kubernetes **v1.33**, identified by features (the source index gives no tag or commit for
+//! the copy read): `pkg/proxy/iptables/proxier.go` whose `syncProxyRules` calls
+//! `proxy.CategorizeEndpoints(allEndpoints, svcInfo, proxier.nodeName, proxier.nodeLabels)`
+//! and whose sync runner is `async.BoundedFrequencyRunner` with `burstSyncs` (older copies call
+//! `CategorizeEndpoints` without `nodeName`; a newer one uses `pkg/proxy/runner` and
+//! `topologyLabels`). Rule-wise it has the `KUBE-EXT-`/`KUBE-SVL-`/`KUBE-FW-` chains, filter
+//! `KUBE-PROXY-FIREWALL`, nfacct counters, no KUBE-MARK-DROP and no `KUBE-XLB-`.
+//!
+//! Also read: `pkg/proxy/topology.go` (`CategorizeEndpoints`, same era: it takes `nodeName`
+//! and knows PreferSameNode), `pkg/proxy/serviceport.go` (`UsesClusterEndpoints` /
+//! `UsesLocalEndpoints`), `pkg/proxy/endpointslicecache.go` (an older copy; endpoint dedup and
+//! `byEndpoint` ordering) and `pkg/proxy/iptables/proxier_test.go` (`TestOverallIPTablesRules`,
+//! ported in `tests.rs`). The ClusterCIDR local detector's `-s CIDR` / `! -s CIDR`
+//! (`pkg/proxy/util/localdetector.go`) is as the golden dump shows it; that iptables mode keeps
+//! `nodePortAddresses` empty (only nftables defaults to `primary`, `platformApplyDefaults` in
+//! `cmd/kube-proxy/app/server_linux.go`) is from /work/shared/reference/kube-proxy-ipvs.md.
+//!
+//! # What is programmed
+//!
+//! The `iptables-restore --noflush` input `syncProxyRules` writes (filter and nat, every
+//! `KUBE-*` chain declared, rules in kube-proxy's write order), plus the jump rules kube-proxy
+//! installs from the built-in chains with `EnsureRule(Prepend, ...)` before the restore
+//! (`iptablesJumpChains` + `iptablesKubeletJumpChains`), expressed as `-A` rules in the order
+//! those prepends leave them on a fresh node. kube-proxy runs with its defaults except for the
+//! scenario's `ProxierOptions`: `--masquerade-all`, `--cluster-cidr` with detect-local-mode
+//! ClusterCIDR (no local detector without it), masquerade bit 14, `localhostNodePorts: true`,
+//! `nodePortAddresses` empty (match all: `-m addrtype --dst-type LOCAL`), iptables with
+//! `--random-fully` support, and `nf_conntrack_tcp_be_liberal` unset. Sysctls: only
+//! `net.ipv4.conf.all.route_localnet=1`, which `NewProxier` sets for localhost NodePorts.
+//!
+//! The masquerade mark is written as kube-proxy formats it, `0x00004000` (Go's `%#08x`; the
+//! unit tests' fake proxier hard-codes `0x4000`, the kernel stores the same value). Because
+//! NodePorts match with `-m addrtype --dst-type LOCAL`, `NodeContext::local_addresses` is not
+//! consulted; `NodeContext::node_ip` is (the `allowFromNode` check of the KUBE-FW- chain).
+//! Large-cluster mode (over 1000 endpoints: no per-endpoint comments) is reproduced.
+//!
+//! # Deliberate deviations
+//!
+//! - **nfacct**: kube-proxy adds `-m nfacct --nfacct-name ct_state_invalid_dropped_pkts` to the
+//!   KUBE-FORWARD INVALID rule and writes a `-d 127.0.0.0/8 ... -m nfacct --nfacct-name
+//!   localhost_nps_accepted_pkts` twin of each NodePort rule, but only when it managed to create
+//!   those nfnetlink_acct counters. A `Programming` cannot create nfacct objects, so we emit what
+//!   kube-proxy emits when the counters are unavailable: no nfacct matches and no localhost twin
+//!   (the twin only counts; the plain NodePort rule already matches localhost).
+//! - **KUBE-PROXY-CANARY** (mangle, nat, filter) is omitted: it is an empty chain used only to
+//!   detect that something flushed the tables.
+//! - **Conntrack sysctls** (`nf_conntrack_max`, TCP timeouts) are set by `server_linux.go`, not
+//!   by the proxier, and `nf_conntrack_max` is not writable from a non-initial namespace; omitted.
+//! - **Iteration order**: kube-proxy walks its service map (a Go map) in random order; we walk
+//!   `ClusterState::service_ports` in order. When local serving-terminating endpoints are merged
+//!   with cluster endpoints, topology.go also goes through a Go map; we sort by `ip:port`.
+//!   Only the order of rules of *different* chains (and of chain declarations) is affected.
+//! - **Built-in chain jumps**: kube-proxy inserts them with `iptables -I`, outside the restore;
+//!   we write them as `-A` lines in the resulting order. With kubelet present (it creates the
+//!   KUBE-FIREWALL jumps first) `-j KUBE-FIREWALL` would end up last rather than first.
+//! - **Topology hints** are not part of the input, so `CategorizeEndpoints` runs with
+//!   `topologyMode == ""`.
+
+mod endpoints;
+mod names;
+mod service;
+#[cfg(test)]
+mod tests;
+
+use crate::cluster::{ClusterState, NodeContext};
+use crate::programming::{ChainDecl, Programming, RestoreMode, Table, TableRules};
+use crate::proxier::Proxier;
+use crate::scenario::Ipv4Cidr;
+use std::collections::BTreeMap;
+
+// Chain names, from the constants at the top of pkg/proxy/iptables/proxier.go.
+const KUBE_SERVICES: &str = "KUBE-SERVICES";
+const KUBE_EXTERNAL_SERVICES: &str = "KUBE-EXTERNAL-SERVICES";
+const KUBE_NODEPORTS: &str = "KUBE-NODEPORTS";
+const KUBE_POSTROUTING: &str = "KUBE-POSTROUTING";
+const KUBE_MARK_MASQ: &str = "KUBE-MARK-MASQ";
+const KUBE_FORWARD: &str = "KUBE-FORWARD";
+const KUBE_PROXY_FIREWALL: &str = "KUBE-PROXY-FIREWALL";
+/// kubelet's chain, duplicated by kube-proxy for the anti-martian rule (`kubeletFirewallChain`).
+const KUBE_FIREWALL: &str = "KUBE-FIREWALL";
+
+/// `largeClusterEndpointsThreshold`: above this many endpoints, per-endpoint comments go.
+const LARGE_CLUSTER_ENDPOINTS_THRESHOLD: usize = 1000;
+
+/// Default `--iptables-masquerade-bit` (pkg/proxy/apis/config/v1alpha1/defaults.go).
+const MASQUERADE_BIT: u32 = 14;
+
+/// kube-proxy in iptables mode (see the module documentation for the pinned version).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KubeProxyIptables;
+
+impl Proxier for KubeProxyIptables {
+    fn name(&self) -> &'static str {
+        "kube-proxy-iptables"
+    }
+
+    fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
+        Ok(program_with(cluster, node, &Config::from_cluster(cluster)))
+    }
+}
+
+/// The kube-proxy settings that shape the output: scenario options plus kube-proxy defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Config {
+    masquerade_all: bool,
+    /// detect-local-mode ClusterCIDR; `None` is kube-proxy's no-op detector.
+    local_cidr: Option<Ipv4Cidr>,
+    /// `--iptables-localhost-nodeports` (default true; nodePortAddresses contains 127.0.0.1).
+    localhost_node_ports: bool,
+    /// `ipt.HasRandomFully()`: iptables >= 1.6.2.
+    random_fully: bool,
+    /// `nf_conntrack_tcp_be_liberal` read as non-zero: no INVALID DROP rule.
+    conntrack_tcp_liberal: bool,
+    /// `fmt.Sprintf("%#08x", 1<<masqueradeBit)`.
+    masquerade_mark: String,
+}
+
+impl Config {
+    fn from_cluster(cluster: &ClusterState) -> Self {
+        let options = &cluster.options;
+        Self {
+            masquerade_all: options.masquerade_all,
+            local_cidr: options.cluster_cidr.then_some(cluster.cluster_cidr),
+            localhost_node_ports: true,
+            random_fully: true,
+            conntrack_tcp_liberal: false,
+            masquerade_mark: go_hex_mark(1 << MASQUERADE_BIT),
+        }
+    }
+
+    /// `LocalTrafficDetector.IfLocal()` for detect-local-mode ClusterCIDR.
+    fn if_local(&self) -> Option<String> {
+        self.local_cidr.map(|c| format!("-s {}", cidr_string(c)))
+    }
+
+    /// `LocalTrafficDetector.IfNotLocal()`.
+    fn if_not_local(&self) -> Option<String> {
+        self.local_cidr.map(|c| format!("! -s {}", cidr_string(c)))
+    }
+}
+
+/// Go's `%#08x`: the zero padding to 8 applies to the digits, the `0x` comes on top, so
+/// `1<<14` prints as `0x00004000` (the "Using iptables mark for masquerade" log line shows it).
+fn go_hex_mark(value: u32) -> String {
+    format!("0x{value:08x}")
+}
+
+/// A CIDR as Go prints a parsed `*net.IPNet`: the masked network address.
+fn cidr_string(c: Ipv4Cidr) -> String {
+    format!("{}/{}", c.network(), c.prefix_len)
+}
+
+/// kube-proxy's four line buffers (`filterChains`, `filterRules`, `natChains`, `natRules`).
+#[derive(Debug, Default)]
+struct Buffers {
+    filter_chains: Vec<String>,
+    filter_rules: Vec<String>,
+    nat_chains: Vec<String>,
+    nat_rules: Vec<String>,
+}
+
+/// The whole `syncProxyRules` output for `node`, under `cfg`.
+fn program_with(cluster: &ClusterState, node: &NodeContext, cfg: &Config) -> Programming {
+    let mut b = Buffers::default();
+    write_top_level(&mut b, cfg);
+    let large_cluster = total_endpoints(cluster, node) > LARGE_CLUSTER_ENDPOINTS_THRESHOLD;
+    for sp in &cluster.service_ports {
+        service::write_service_port(&mut b, sp, node, cfg, large_cluster);
+    }
+    write_nodeports_jump(&mut b, cfg);
+    write_forward_rules(&mut b, cfg);
+    assemble(b, cfg)
+}
+
+/// `totalEndpoints`: endpoints (any condition) of every proxied service port.
+fn total_endpoints(cluster: &ClusterState, node: &NodeContext) -> usize {
+    cluster
+        .service_ports
+        .iter()
+        .filter(|sp| service::is_proxied(sp))
+        .map(|sp| endpoints::endpoints_map_entry(sp, node).len())
+        .sum()
+}
+
+/// The top-level chains and the rules that do not depend on services: KUBE-POSTROUTING,
+/// KUBE-MARK-MASQ and the localnet KUBE-FIREWALL rule (proxier.go, before the service loop).
+fn write_top_level(b: &mut Buffers, cfg: &Config) {
+    for chain in [
+        KUBE_SERVICES,
+        KUBE_EXTERNAL_SERVICES,
+        KUBE_FORWARD,
+        KUBE_NODEPORTS,
+        KUBE_PROXY_FIREWALL,
+    ] {
+        b.filter_chains.push(chain.to_string());
+    }
+    for chain in [
+        KUBE_SERVICES,
+        KUBE_NODEPORTS,
+        KUBE_POSTROUTING,
+        KUBE_MARK_MASQ,
+    ] {
+        b.nat_chains.push(chain.to_string());
+    }
+    let mark = &cfg.masquerade_mark;
+    b.nat_rules.push(format!(
+        "-A {KUBE_POSTROUTING} -m mark ! --mark {mark}/{mark} -j RETURN"
+    ));
+    // Clear the mark so a packet re-traversing the stack is not masqueraded twice.
+    b.nat_rules
+        .push(format!("-A {KUBE_POSTROUTING} -j MARK --xor-mark {mark}"));
+    let random_fully = if cfg.random_fully {
+        " --random-fully"
+    } else {
+        ""
+    };
+    b.nat_rules.push(format!(
+        "-A {KUBE_POSTROUTING} -m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE{random_fully}"
+    ));
+    b.nat_rules
+        .push(format!("-A {KUBE_MARK_MASQ} -j MARK --or-mark {mark}"));
+    if cfg.localhost_node_ports {
+        // route_localnet opens a hole (https://issue.k8s.io/90259) this rule closes.
+        b.filter_chains.push(KUBE_FIREWALL.to_string());
+        b.filter_rules.push(format!(
+            "-A {KUBE_FIREWALL} -m comment --comment \"block incoming localnet connections\" -d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP"
+        ));
+    }
+}
+
+/// "Finally, tail-call to the nodePorts chain." With nodePortAddresses matching all addresses
+/// (the iptables-mode default) this is one `addrtype LOCAL` rule; loopback is excluded only
+/// when localhost NodePorts are off.
+fn write_nodeports_jump(b: &mut Buffers, cfg: &Config) {
+    let not_loopback = if cfg.localhost_node_ports {
+        ""
+    } else {
+        " ! -d 127.0.0.0/8"
+    };
+    b.nat_rules.push(format!(
+        "-A {KUBE_SERVICES} -m comment --comment \"kubernetes service nodeports; NOTE: this must be the last rule in this chain\" -m addrtype --dst-type LOCAL{not_loopback} -j {KUBE_NODEPORTS}"
+    ));
+}
+
+/// KUBE-FORWARD: drop INVALID (kubernetes#74839), accept marked traffic and its replies even
+/// when the FORWARD policy is DROP.
+fn write_forward_rules(b: &mut Buffers, cfg: &Config) {
+    if !cfg.conntrack_tcp_liberal {
+        b.filter_rules.push(format!(
+            "-A {KUBE_FORWARD} -m conntrack --ctstate INVALID -j DROP"
+        ));
+    }
+    let mark = &cfg.masquerade_mark;
+    b.filter_rules.push(format!(
+        "-A {KUBE_FORWARD} -m comment --comment \"kubernetes forwarding rules\" -m mark --mark {mark}/{mark} -j ACCEPT"
+    ));
+    b.filter_rules.push(format!(
+        "-A {KUBE_FORWARD} -m comment --comment \"kubernetes forwarding conntrack rule\" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
+    ));
+}
+
+/// One entry of `iptablesJumpChains` / `iptablesKubeletJumpChains`.
+struct Jump {
+    table: Table,
+    src: &'static str,
+    dst: &'static str,
+    comment: &'static str,
+    ctstate_new: bool,
+}
+
+const fn jump(
+    table: Table,
+    dst: &'static str,
+    src: &'static str,
+    comment: &'static str,
+    ctstate_new: bool,
+) -> Jump {
+    Jump {
+        table,
+        src,
+        dst,
+        comment,
+        ctstate_new,
+    }
+}
+
+/// `iptablesJumpChains` followed by `iptablesKubeletJumpChains`, in proxier.go's order.
+const JUMPS: [Jump; 14] = [
+    jump(
+        Table::Filter,
+        KUBE_EXTERNAL_SERVICES,
+        "INPUT",
+        "kubernetes externally-visible service portals",
+        true,
+    ),
+    jump(
+        Table::Filter,
+        KUBE_EXTERNAL_SERVICES,
+        "FORWARD",
+        "kubernetes externally-visible service portals",
+        true,
+    ),
+    jump(
+        Table::Filter,
+        KUBE_NODEPORTS,
+        "INPUT",
+        "kubernetes health check service ports",
+        false,
+    ),
+    jump(
+        Table::Filter,
+        KUBE_SERVICES,
+        "FORWARD",
+        "kubernetes service portals",
+        true,
+    ),
+    jump(
+        Table::Filter,
+        KUBE_SERVICES,
+        "OUTPUT",
+        "kubernetes service portals",
+        true,
+    ),
+    jump(
+        Table::Filter,
+        KUBE_FORWARD,
+        "FORWARD",
+        "kubernetes forwarding rules",
+        false,
+    ),
+    jump(
+        Table::Filter,
+        KUBE_PROXY_FIREWALL,
+        "INPUT",
+        "kubernetes load balancer firewall",
+        true,
+    ),
+    jump(
+        Table::Filter,
+        KUBE_PROXY_FIREWALL,
+        "OUTPUT",
+        "kubernetes load balancer firewall",
+        true,
+    ),
+    jump(
+        Table::Filter,
+        KUBE_PROXY_FIREWALL,
+        "FORWARD",
+        "kubernetes load balancer firewall",
+        true,
+    ),
+    jump(
+        Table::Nat,
+        KUBE_SERVICES,
+        "OUTPUT",
+        "kubernetes service portals",
+        false,
+    ),
+    jump(
+        Table::Nat,
+        KUBE_SERVICES,
+        "PREROUTING",
+        "kubernetes service portals",
+        false,
+    ),
+    jump(
+        Table::Nat,
+        KUBE_POSTROUTING,
+        "POSTROUTING",
+        "kubernetes postrouting rules",
+        false,
+    ),
+    jump(Table::Filter, KUBE_FIREWALL, "INPUT", "", false),
+    jump(Table::Filter, KUBE_FIREWALL, "OUTPUT", "", false),
+];
+
+/// The built-in chains of a table, in iptables-save order.
+fn builtin_chains(table: Table) -> &'static [&'static str] {
+    match table {
+        Table::Nat => &["PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"],
+        Table::Filter => &["INPUT", "FORWARD", "OUTPUT"],
+        Table::Raw => &["PREROUTING", "OUTPUT"],
+        Table::Mangle => &["PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"],
+    }
+}
+
+/// The rule `EnsureRule` would insert: extra args, then the comment, then the jump.
+fn jump_rule(j: &Jump) -> String {
+    let mut rule = format!("-A {}", j.src);
+    if j.ctstate_new {
+        rule.push_str(" -m conntrack --ctstate NEW");
+    }
+    if !j.comment.is_empty() {
+        rule.push_str(&format!(" -m comment --comment \"{}\"", j.comment));
+    }
+    rule.push_str(&format!(" -j {}", j.dst));
+    rule
+}
+
+/// Built-in chain declarations (policy ACCEPT) and their jump rules for `table`. Every jump is
+/// prepended, so on a fresh node each built-in chain holds its jumps in reverse list order.
+fn builtin_jumps(table: Table) -> (Vec<ChainDecl>, Vec<String>) {
+    let mut chains = Vec::new();
+    let mut rules = Vec::new();
+    for &builtin in builtin_chains(table) {
+        let jumps: Vec<&Jump> = JUMPS
+            .iter()
+            .filter(|j| j.table == table && j.src == builtin)
+            .collect();
+        if jumps.is_empty() {
+            continue;
+        }
+        chains.push(ChainDecl {
+            name: builtin.to_string(),
+            policy: Some("ACCEPT".to_string()),
+        });
+        rules.extend(jumps.iter().rev().map(|j| jump_rule(j)));
+    }
+    (chains, rules)
+}
+
+/// Turns the buffers into the `Programming`: built-in jumps first, then kube-proxy's restore
+/// input for each table.
+fn assemble(b: Buffers, cfg: &Config) -> Programming {
+    let table = |t: Table, kube_chains: Vec<String>, kube_rules: Vec<String>| {
+        let (mut chains, mut rules) = builtin_jumps(t);
+        chains.extend(
+            kube_chains
+                .into_iter()
+                .map(|name| ChainDecl { name, policy: None }),
+        );
+        rules.extend(kube_rules);
+        TableRules { chains, rules }
+    };
+    let mut iptables = BTreeMap::new();
+    iptables.insert(
+        Table::Filter,
+        table(Table::Filter, b.filter_chains, b.filter_rules),
+    );
+    iptables.insert(Table::Nat, table(Table::Nat, b.nat_chains, b.nat_rules));
+    let mut sysctls = BTreeMap::new();
+    if cfg.localhost_node_ports {
+        sysctls.insert(
+            "net.ipv4.conf.all.route_localnet".to_string(),
+            "1".to_string(),
+        );
+    }
+    Programming {
+        iptables,
+        restore_mode: RestoreMode::NoFlush,
+        sysctls,
+        ..Programming::default()
+    }
+}
