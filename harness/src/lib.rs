@@ -1,4 +1,5 @@
 //! Deterministic conformance suite for Kubernetes service proxiers, run in network namespaces.
+pub mod bench;
 pub mod capture;
 pub mod caps;
 pub mod cluster;

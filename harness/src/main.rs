@@ -23,11 +23,29 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
+    /// Print benchmark numbers (never asserted).
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
     /// Remove network namespaces left behind by crashed runs (those whose process is gone).
     Cleanup {
         /// Also remove namespaces of runs that are still alive.
         #[arg(long)]
         all: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Setup and teardown cost of nodes and pods (namespaces, veths, bridge, VXLAN).
+    Topology {
+        #[arg(long, default_value_t = 3)]
+        nodes: u8,
+        #[arg(long, default_value_t = 10)]
+        pods_per_node: u8,
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
     },
 }
 
@@ -41,6 +59,17 @@ fn main() {
 fn run() -> Result<()> {
     match Cli::parse().command {
         Command::Caps { require, quiet } => caps_command(&require, quiet),
+        Command::Bench { what } => match what {
+            BenchCommand::Topology {
+                nodes,
+                pods_per_node,
+                rounds,
+            } => {
+                let rt = tokio::runtime::Runtime::new()?;
+                print!("{}", rt.block_on(kpct::bench::topology(nodes, pods_per_node, rounds))?);
+                Ok(())
+            }
+        },
         Command::Cleanup { all } => {
             let names = netns::leftovers(all)?;
             netns::remove_leftovers(&names);
