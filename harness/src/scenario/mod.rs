@@ -3,4 +3,6 @@ pub mod model;
 mod resolve;
 mod validate;
 
+pub use load::{load, parse, validate, Problem, ScenarioError};
 pub use model::*;
+pub use resolve::{cluster_state, node_context};

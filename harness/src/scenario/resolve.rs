@@ -1,1 +1,720 @@
-//! (being written)
+//! From a scenario to what a proxier sees: the service ports and endpoints that kube-proxy's
+//! change trackers would hold (pkg/proxy/serviceport.go, pkg/proxy/endpointslicecache.go), with
+//! endpoints derived the way the EndpointSlice controller would when the file gives none.
+
+use super::model::{
+    Endpoint, EndpointConditions, EndpointSlice, IpMode, Scenario, Service, ServicePort,
+    ServiceType, SessionAffinity, TargetPort, TrafficPolicy,
+};
+use super::validate::{named_port, selected_pods};
+use crate::cluster::{ClusterState, EndpointInfo, NodeContext, NodeInfo, ServicePortInfo};
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+/// The API server's default for `sessionAffinityConfig.clientIP.timeoutSeconds`.
+const DEFAULT_AFFINITY_TIMEOUT_SECONDS: u32 = 10800;
+
+/// The cluster as every node's proxier sees it.
+pub fn cluster_state(s: &Scenario) -> ClusterState {
+    ClusterState {
+        cluster_cidr: s.topology.cluster_cidr,
+        service_cidr: s.topology.service_cidr,
+        nodes: s
+            .topology
+            .nodes
+            .iter()
+            .map(|n| NodeInfo {
+                name: n.name.clone(),
+                ip: n.ip,
+                pod_cidr: n.pod_cidr,
+            })
+            .collect(),
+        service_ports: service_ports(s),
+        options: s.proxier.clone(),
+    }
+}
+
+/// The node `node` as its own proxier sees it; `None` if there is no such node.
+pub fn node_context(s: &Scenario, node: &str) -> Option<NodeContext> {
+    let n = s.topology.nodes.iter().find(|n| n.name == node)?;
+    // The addresses the topology engine puts on eth0, flannel.1 (the podCIDR's network address,
+    // as flannel assigns its VTEP) and cni0 (the podCIDR's first host, the pods' gateway).
+    let mut local_addresses: Vec<Ipv4Addr> =
+        [Some(n.ip), Some(n.pod_cidr.network()), n.pod_cidr.nth(1)]
+            .into_iter()
+            .flatten()
+            .collect();
+    local_addresses.sort();
+    local_addresses.dedup();
+    Some(NodeContext {
+        name: n.name.clone(),
+        node_ip: n.ip,
+        pod_cidr: n.pod_cidr,
+        local_addresses,
+    })
+}
+
+fn service_ports(s: &Scenario) -> Vec<ServicePortInfo> {
+    let mut out: Vec<ServicePortInfo> = s
+        .services
+        .iter()
+        .filter_map(|svc| proxied_cluster_ip(svc).map(|ip| (svc, ip)))
+        .flat_map(|(svc, ip)| {
+            svc.spec
+                .ports
+                .iter()
+                .map(move |port| service_port_info(s, svc, ip, port))
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (&a.namespace, &a.name, &a.port_name, a.protocol, a.port).cmp(&(
+            &b.namespace,
+            &b.name,
+            &b.port_name,
+            b.protocol,
+            b.port,
+        ))
+    });
+    out
+}
+
+/// The ClusterIP of a service kube-proxy programs; `None` for those it skips
+/// (`ShouldSkipService`: ExternalName, and headless services with no ClusterIP).
+fn proxied_cluster_ip(svc: &Service) -> Option<Ipv4Addr> {
+    if svc.spec.type_ == ServiceType::ExternalName {
+        return None;
+    }
+    svc.spec.cluster_ip.as_deref()?.parse().ok()
+}
+
+/// `apiservice.ExternallyAccessible`: the condition under which externalTrafficPolicy applies.
+fn externally_accessible(svc: &Service) -> bool {
+    match svc.spec.type_ {
+        ServiceType::NodePort | ServiceType::LoadBalancer => true,
+        ServiceType::ClusterIP => !svc.spec.external_ips.is_empty(),
+        ServiceType::ExternalName => false,
+    }
+}
+
+fn service_port_info(
+    s: &Scenario,
+    svc: &Service,
+    cluster_ip: Ipv4Addr,
+    port: &ServicePort,
+) -> ServicePortInfo {
+    let spec = &svc.spec;
+    let exposed_on_nodes = matches!(
+        spec.type_,
+        ServiceType::NodePort | ServiceType::LoadBalancer
+    );
+    let external_policy_local =
+        externally_accessible(svc) && spec.external_traffic_policy == Some(TrafficPolicy::Local);
+    let needs_health_check = spec.type_ == ServiceType::LoadBalancer && external_policy_local;
+    ServicePortInfo {
+        namespace: svc.namespace.clone(),
+        name: svc.name.clone(),
+        port_name: port.name.clone().unwrap_or_default(),
+        type_: spec.type_,
+        protocol: port.protocol,
+        cluster_ip: Some(cluster_ip),
+        port: port.port,
+        node_port: port.node_port.filter(|_| exposed_on_nodes),
+        external_ips: spec.external_ips.clone(),
+        load_balancer_vips: load_balancer_vips(svc),
+        load_balancer_source_ranges: spec.load_balancer_source_ranges.clone(),
+        external_policy_local,
+        internal_policy_local: spec.internal_traffic_policy == Some(TrafficPolicy::Local),
+        session_affinity_timeout_seconds: affinity_timeout(svc),
+        health_check_node_port: spec.health_check_node_port.filter(|_| needs_health_check),
+        endpoints: endpoints(s, svc, port),
+    }
+}
+
+/// Ingress IPs with `ipMode: Proxy` go to a proxy that forwards to the nodes itself, so
+/// kube-proxy must not capture them (KEP-1860).
+fn load_balancer_vips(svc: &Service) -> Vec<Ipv4Addr> {
+    if svc.spec.type_ != ServiceType::LoadBalancer {
+        return Vec::new();
+    }
+    svc.status
+        .load_balancer
+        .ingress
+        .iter()
+        .filter(|ing| ing.ip_mode != Some(IpMode::Proxy))
+        .map(|ing| ing.ip)
+        .collect()
+}
+
+fn affinity_timeout(svc: &Service) -> Option<u32> {
+    (svc.spec.session_affinity == SessionAffinity::ClientIP).then(|| {
+        svc.spec
+            .session_affinity_config
+            .as_ref()
+            .map_or(DEFAULT_AFFINITY_TIMEOUT_SECONDS, |c| {
+                c.client_ip.timeout_seconds
+            })
+    })
+}
+
+/// Endpoints of one service port, sorted by IP then port. Explicit slices replace the selector,
+/// as a selector-less Service with hand-made EndpointSlices does in a real cluster.
+fn endpoints(s: &Scenario, svc: &Service, port: &ServicePort) -> Vec<EndpointInfo> {
+    let slices: Vec<&EndpointSlice> = s
+        .endpoint_slices
+        .iter()
+        .filter(|sl| sl.namespace == svc.namespace && sl.service == svc.name)
+        .collect();
+    let all = if slices.is_empty() {
+        selector_endpoints(s, svc, port)
+    } else {
+        slice_endpoints(s, &slices, port)
+    };
+    // Keyed by IP:port like kube-proxy's endpoint set, so overlapping slices yield one endpoint
+    // (the first one seen) and the result comes out sorted.
+    let mut by_addr: BTreeMap<(Ipv4Addr, u16), EndpointInfo> = BTreeMap::new();
+    for ep in all {
+        by_addr.entry((ep.ip, ep.port)).or_insert(ep);
+    }
+    by_addr.into_values().collect()
+}
+
+/// kube-proxy joins a slice port to a service port by port name and protocol, never by number.
+fn slice_endpoints(
+    s: &Scenario,
+    slices: &[&EndpointSlice],
+    port: &ServicePort,
+) -> Vec<EndpointInfo> {
+    let wanted = port.name.as_deref().unwrap_or("");
+    slices
+        .iter()
+        .flat_map(|slice| {
+            slice
+                .ports
+                .iter()
+                .filter(|p| {
+                    p.name.as_deref().unwrap_or("") == wanted && p.protocol == port.protocol
+                })
+                .flat_map(move |p| {
+                    slice
+                        .endpoints
+                        .iter()
+                        .filter_map(move |ep| endpoint_info(s, ep, p.port))
+                })
+        })
+        .collect()
+}
+
+/// Only the first address counts, as in kube-proxy (addresses of one endpoint are fungible).
+fn endpoint_info(s: &Scenario, ep: &Endpoint, port: u16) -> Option<EndpointInfo> {
+    let ip = *ep.addresses.first()?;
+    let (ready, serving, terminating) = conditions(&ep.conditions);
+    let node_name = ep.node_name.clone().or_else(|| {
+        s.topology
+            .pods
+            .iter()
+            .find(|pod| pod.ip == ip)
+            .map(|pod| pod.node.clone())
+    });
+    Some(EndpointInfo {
+        ip,
+        port,
+        node_name,
+        ready,
+        serving,
+        terminating,
+    })
+}
+
+/// EndpointConditions defaults per the API docs: terminating false; ready, when unknown, is
+/// taken as not terminating (a terminating endpoint is never ready under normal readiness);
+/// serving, when unknown, defers to ready.
+pub(crate) fn conditions(c: &EndpointConditions) -> (bool, bool, bool) {
+    let terminating = c.terminating.unwrap_or(false);
+    let ready = c.ready.unwrap_or(!terminating);
+    let serving = c.serving.unwrap_or(ready);
+    (ready, serving, terminating)
+}
+
+/// What the EndpointSlice controller publishes for a selector: every selected pod, ready, at the
+/// numeric targetPort or at the container port the named targetPort resolves to on that pod.
+fn selector_endpoints(s: &Scenario, svc: &Service, port: &ServicePort) -> Vec<EndpointInfo> {
+    selected_pods(s, svc)
+        .into_iter()
+        .filter_map(|pod| {
+            let target = match &port.target_port {
+                None => port.port,
+                Some(TargetPort::Number(n)) => *n,
+                Some(TargetPort::Name(name)) => named_port(pod, name, port.protocol)?,
+            };
+            Some(EndpointInfo {
+                ip: pod.ip,
+                port: target,
+                node_name: Some(pod.node.clone()),
+                ready: true,
+                serving: true,
+                terminating: false,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::model::*;
+    use std::collections::BTreeMap;
+
+    fn ip(s: &str) -> Ipv4Addr {
+        s.parse().unwrap()
+    }
+
+    fn cidr(s: &str) -> Ipv4Cidr {
+        s.parse().unwrap()
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn pod(name: &str, node: &str, addr: &str, app: &str, ports: Vec<ContainerPort>) -> Pod {
+        Pod {
+            name: name.into(),
+            namespace: "default".into(),
+            node: node.into(),
+            ip: ip(addr),
+            labels: labels(&[("app", app)]),
+            ports,
+        }
+    }
+
+    fn cport(name: &str, port: u16, protocol: Protocol) -> ContainerPort {
+        ContainerPort {
+            name: Some(name.into()),
+            container_port: port,
+            protocol,
+        }
+    }
+
+    fn sport(name: Option<&str>, port: u16, target: Option<TargetPort>) -> ServicePort {
+        ServicePort {
+            name: name.map(Into::into),
+            protocol: Protocol::Tcp,
+            port,
+            target_port: target,
+            node_port: None,
+        }
+    }
+
+    fn service(name: &str, cluster_ip: &str, app: &str, ports: Vec<ServicePort>) -> Service {
+        Service {
+            name: name.into(),
+            namespace: "default".into(),
+            spec: ServiceSpec {
+                type_: ServiceType::ClusterIP,
+                cluster_ip: Some(cluster_ip.into()),
+                selector: Some(labels(&[("app", app)])),
+                ports,
+                external_ips: vec![],
+                external_traffic_policy: None,
+                internal_traffic_policy: None,
+                load_balancer_source_ranges: vec![],
+                session_affinity: SessionAffinity::None,
+                session_affinity_config: None,
+                health_check_node_port: None,
+            },
+            status: ServiceStatus::default(),
+        }
+    }
+
+    fn scenario(pods: Vec<Pod>, services: Vec<Service>) -> Scenario {
+        Scenario {
+            name: "t".into(),
+            description: String::new(),
+            topology: Topology {
+                underlay: cidr("192.168.1.0/24"),
+                cluster_cidr: cidr("10.244.0.0/16"),
+                service_cidr: cidr("10.96.0.0/12"),
+                nodes: vec![
+                    Node {
+                        name: "node-a".into(),
+                        ip: ip("192.168.1.10"),
+                        pod_cidr: cidr("10.244.1.0/24"),
+                    },
+                    Node {
+                        name: "node-b".into(),
+                        ip: ip("192.168.1.11"),
+                        pod_cidr: cidr("10.244.2.0/24"),
+                    },
+                ],
+                pods,
+                external: None,
+            },
+            services,
+            endpoint_slices: vec![],
+            proxier: ProxierOptions::default(),
+            probes: vec![],
+        }
+    }
+
+    fn web_pods() -> Vec<Pod> {
+        vec![
+            pod(
+                "web-2",
+                "node-b",
+                "10.244.2.20",
+                "web",
+                vec![cport("http", 8080, Protocol::Tcp)],
+            ),
+            pod(
+                "web-1",
+                "node-a",
+                "10.244.1.10",
+                "web",
+                vec![cport("http", 9090, Protocol::Tcp)],
+            ),
+            // Same name, other protocol: FindPort matches name and protocol, so this one is
+            // skipped for a TCP service port.
+            pod(
+                "web-udp",
+                "node-a",
+                "10.244.1.11",
+                "web",
+                vec![cport("http", 7070, Protocol::Udp)],
+            ),
+            pod("other", "node-a", "10.244.1.12", "other", vec![]),
+        ]
+    }
+
+    fn endpoint(addr: &str, conditions: EndpointConditions) -> Endpoint {
+        Endpoint {
+            addresses: vec![ip(addr)],
+            conditions,
+            node_name: None,
+        }
+    }
+
+    fn addrs(sp: &ServicePortInfo) -> Vec<(Ipv4Addr, u16)> {
+        sp.endpoints.iter().map(|e| (e.ip, e.port)).collect()
+    }
+
+    #[test]
+    fn named_target_port_resolves_per_pod_and_skips_pods_without_it() {
+        let svc = service(
+            "web",
+            "10.96.0.10",
+            "web",
+            vec![sport(None, 80, Some(TargetPort::Name("http".into())))],
+        );
+        let state = cluster_state(&scenario(web_pods(), vec![svc]));
+        let sp = &state.service_ports[0];
+        assert_eq!(
+            addrs(sp),
+            vec![(ip("10.244.1.10"), 9090), (ip("10.244.2.20"), 8080)]
+        );
+        assert_eq!(sp.endpoints[0].node_name.as_deref(), Some("node-a"));
+        assert!(sp
+            .endpoints
+            .iter()
+            .all(|e| e.ready && e.serving && !e.terminating));
+    }
+
+    #[test]
+    fn numeric_and_default_target_ports_apply_to_every_selected_pod() {
+        let svc = service(
+            "web",
+            "10.96.0.10",
+            "web",
+            vec![
+                sport(Some("a"), 80, Some(TargetPort::Number(8080))),
+                sport(Some("b"), 81, None),
+            ],
+        );
+        let state = cluster_state(&scenario(web_pods(), vec![svc]));
+        let ports: Vec<u16> = state.service_ports[0]
+            .endpoints
+            .iter()
+            .map(|e| e.port)
+            .collect();
+        assert_eq!(ports, vec![8080, 8080, 8080]);
+        let ports: Vec<u16> = state.service_ports[1]
+            .endpoints
+            .iter()
+            .map(|e| e.port)
+            .collect();
+        assert_eq!(ports, vec![81, 81, 81]);
+    }
+
+    #[test]
+    fn endpoint_slice_ports_match_service_ports_by_name_and_protocol() {
+        let svc = service(
+            "web",
+            "10.96.0.10",
+            "web",
+            vec![
+                sport(Some("http"), 80, None),
+                sport(Some("metrics"), 9100, None),
+            ],
+        );
+        let mut s = scenario(web_pods(), vec![svc]);
+        s.endpoint_slices = vec![EndpointSlice {
+            service: "web".into(),
+            namespace: "default".into(),
+            // Numbers deliberately differ from the service ports: only names join them.
+            ports: vec![
+                EndpointPort {
+                    name: Some("metrics".into()),
+                    port: 1234,
+                    protocol: Protocol::Tcp,
+                },
+                EndpointPort {
+                    name: Some("http".into()),
+                    port: 5678,
+                    protocol: Protocol::Tcp,
+                },
+                EndpointPort {
+                    name: Some("http".into()),
+                    port: 4321,
+                    protocol: Protocol::Udp,
+                },
+            ],
+            endpoints: vec![endpoint("10.244.2.20", EndpointConditions::default())],
+        }];
+        let state = cluster_state(&s);
+        assert_eq!(state.service_ports[0].port_name, "http");
+        assert_eq!(
+            addrs(&state.service_ports[0]),
+            vec![(ip("10.244.2.20"), 5678)]
+        );
+        assert_eq!(state.service_ports[1].port_name, "metrics");
+        assert_eq!(
+            addrs(&state.service_ports[1]),
+            vec![(ip("10.244.2.20"), 1234)]
+        );
+        // The selector is ignored once slices are given, and nodeName comes from the pod.
+        assert_eq!(
+            state.service_ports[0].endpoints[0].node_name.as_deref(),
+            Some("node-b")
+        );
+    }
+
+    #[test]
+    fn condition_defaults_follow_terminating() {
+        let c = |ready, serving, terminating| EndpointConditions {
+            ready,
+            serving,
+            terminating,
+        };
+        assert_eq!(conditions(&c(None, None, None)), (true, true, false));
+        assert_eq!(conditions(&c(None, None, Some(true))), (false, false, true));
+        assert_eq!(
+            conditions(&c(None, Some(true), Some(true))),
+            (false, true, true)
+        );
+        assert_eq!(
+            conditions(&c(Some(false), None, None)),
+            (false, false, false)
+        );
+        assert_eq!(
+            conditions(&c(Some(true), None, Some(true))),
+            (true, true, true)
+        );
+    }
+
+    #[test]
+    fn terminating_endpoint_from_slice() {
+        let svc = service("web", "10.96.0.10", "web", vec![sport(None, 80, None)]);
+        let mut s = scenario(web_pods(), vec![svc]);
+        s.endpoint_slices = vec![EndpointSlice {
+            service: "web".into(),
+            namespace: "default".into(),
+            ports: vec![EndpointPort {
+                name: None,
+                port: 8080,
+                protocol: Protocol::Tcp,
+            }],
+            endpoints: vec![endpoint(
+                "10.244.1.10",
+                EndpointConditions {
+                    ready: None,
+                    serving: Some(true),
+                    terminating: Some(true),
+                },
+            )],
+        }];
+        let ep = &cluster_state(&s).service_ports[0].endpoints[0];
+        assert_eq!((ep.ready, ep.serving, ep.terminating), (false, true, true));
+    }
+
+    #[test]
+    fn external_policy_local_only_when_externally_accessible() {
+        let mut cluster_ip = service("a", "10.96.0.1", "web", vec![sport(None, 80, None)]);
+        cluster_ip.spec.external_traffic_policy = Some(TrafficPolicy::Local);
+        let mut with_external_ip = cluster_ip.clone();
+        with_external_ip.name = "b".into();
+        with_external_ip.spec.cluster_ip = Some("10.96.0.2".into());
+        with_external_ip.spec.external_ips = vec![ip("192.168.1.200")];
+        let mut node_port = cluster_ip.clone();
+        node_port.name = "c".into();
+        node_port.spec.cluster_ip = Some("10.96.0.3".into());
+        node_port.spec.type_ = ServiceType::NodePort;
+        node_port.spec.ports[0].node_port = Some(30080);
+        let state = cluster_state(&scenario(
+            web_pods(),
+            vec![node_port, with_external_ip, cluster_ip],
+        ));
+        let local: Vec<(&str, bool)> = state
+            .service_ports
+            .iter()
+            .map(|sp| (sp.name.as_str(), sp.external_policy_local))
+            .collect();
+        assert_eq!(local, vec![("a", false), ("b", true), ("c", true)]);
+        assert_eq!(state.service_ports[2].node_port, Some(30080));
+    }
+
+    #[test]
+    fn health_check_node_port_only_for_local_load_balancers() {
+        let mut lb = service("lb", "10.96.0.1", "web", vec![sport(None, 80, None)]);
+        lb.spec.type_ = ServiceType::LoadBalancer;
+        lb.spec.ports[0].node_port = Some(30080);
+        lb.spec.health_check_node_port = Some(30999);
+        let mut cluster_policy = lb.clone();
+        cluster_policy.name = "lb2".into();
+        cluster_policy.spec.cluster_ip = Some("10.96.0.2".into());
+        lb.spec.external_traffic_policy = Some(TrafficPolicy::Local);
+        let state = cluster_state(&scenario(vec![], vec![lb, cluster_policy]));
+        assert_eq!(state.service_ports[0].health_check_node_port, Some(30999));
+        assert_eq!(state.service_ports[1].health_check_node_port, None);
+    }
+
+    #[test]
+    fn load_balancer_vips_exclude_ip_mode_proxy() {
+        let mut lb = service("lb", "10.96.0.1", "web", vec![sport(None, 80, None)]);
+        lb.spec.type_ = ServiceType::LoadBalancer;
+        lb.spec.ports[0].node_port = Some(30080);
+        lb.status.load_balancer.ingress = vec![
+            LoadBalancerIngress {
+                ip: ip("192.168.1.200"),
+                ip_mode: None,
+            },
+            LoadBalancerIngress {
+                ip: ip("192.168.1.201"),
+                ip_mode: Some(IpMode::Proxy),
+            },
+            LoadBalancerIngress {
+                ip: ip("192.168.1.202"),
+                ip_mode: Some(IpMode::VIP),
+            },
+        ];
+        let state = cluster_state(&scenario(vec![], vec![lb]));
+        assert_eq!(
+            state.service_ports[0].load_balancer_vips,
+            vec![ip("192.168.1.200"), ip("192.168.1.202")]
+        );
+    }
+
+    #[test]
+    fn headless_and_external_name_services_are_skipped() {
+        let headless = service("headless", "None", "web", vec![sport(None, 80, None)]);
+        let mut external_name = service("ext", "10.96.0.9", "web", vec![sport(None, 80, None)]);
+        external_name.spec.type_ = ServiceType::ExternalName;
+        let kept = service("kept", "10.96.0.10", "web", vec![sport(None, 80, None)]);
+        let state = cluster_state(&scenario(web_pods(), vec![headless, external_name, kept]));
+        let names: Vec<&str> = state
+            .service_ports
+            .iter()
+            .map(|sp| sp.name.as_str())
+            .collect();
+        assert_eq!(names, vec!["kept"]);
+    }
+
+    #[test]
+    fn session_affinity_timeout_defaults_to_10800() {
+        let mut default = service("a", "10.96.0.1", "web", vec![sport(None, 80, None)]);
+        default.spec.session_affinity = SessionAffinity::ClientIP;
+        let mut configured = default.clone();
+        configured.name = "b".into();
+        configured.spec.cluster_ip = Some("10.96.0.2".into());
+        configured.spec.session_affinity_config = Some(SessionAffinityConfig {
+            client_ip: ClientIpConfig {
+                timeout_seconds: 60,
+            },
+        });
+        let none = service("c", "10.96.0.3", "web", vec![sport(None, 80, None)]);
+        let state = cluster_state(&scenario(vec![], vec![default, configured, none]));
+        let timeouts: Vec<Option<u32>> = state
+            .service_ports
+            .iter()
+            .map(|sp| sp.session_affinity_timeout_seconds)
+            .collect();
+        assert_eq!(timeouts, vec![Some(10800), Some(60), None]);
+    }
+
+    #[test]
+    fn service_ports_ordered_by_namespace_name_port_name_and_endpoints_by_ip_then_port() {
+        let mut z = service("z", "10.96.0.1", "web", vec![sport(None, 80, None)]);
+        z.namespace = "alpha".into();
+        let b = service(
+            "b",
+            "10.96.0.2",
+            "web",
+            vec![sport(Some("web"), 80, None), sport(Some("admin"), 81, None)],
+        );
+        let a = service("a", "10.96.0.3", "web", vec![sport(Some("x"), 80, None)]);
+        let mut s = scenario(web_pods(), vec![b, a, z]);
+        s.endpoint_slices = vec![EndpointSlice {
+            service: "a".into(),
+            namespace: "default".into(),
+            ports: vec![
+                EndpointPort {
+                    name: Some("x".into()),
+                    port: 9000,
+                    protocol: Protocol::Tcp,
+                },
+                EndpointPort {
+                    name: Some("x".into()),
+                    port: 8000,
+                    protocol: Protocol::Tcp,
+                },
+            ],
+            endpoints: vec![
+                endpoint("10.244.2.20", EndpointConditions::default()),
+                endpoint("10.244.1.10", EndpointConditions::default()),
+                endpoint("10.244.1.10", EndpointConditions::default()),
+            ],
+        }];
+        let state = cluster_state(&s);
+        let order: Vec<String> = state
+            .service_ports
+            .iter()
+            .map(ServicePortInfo::service_port_name)
+            .collect();
+        assert_eq!(
+            order,
+            vec!["alpha/z", "default/a:x", "default/b:admin", "default/b:web"]
+        );
+        assert_eq!(
+            addrs(&state.service_ports[1]),
+            vec![
+                (ip("10.244.1.10"), 8000),
+                (ip("10.244.1.10"), 9000),
+                (ip("10.244.2.20"), 8000),
+                (ip("10.244.2.20"), 9000),
+            ]
+        );
+    }
+
+    #[test]
+    fn node_context_lists_eth0_vtep_and_bridge_addresses() {
+        let s = scenario(vec![], vec![]);
+        let ctx = node_context(&s, "node-b").unwrap();
+        assert_eq!(ctx.node_ip, ip("192.168.1.11"));
+        assert_eq!(
+            ctx.local_addresses,
+            vec![ip("10.244.2.0"), ip("10.244.2.1"), ip("192.168.1.11")]
+        );
+        assert!(node_context(&s, "node-z").is_none());
+    }
+}

@@ -1,1 +1,1117 @@
-//! (being written)
+//! Semantic checks of a parsed scenario: everything serde cannot see, such as references between
+//! objects, addresses outside their subnets and clashes. Each check mirrors an API-server
+//! validation or a property the topology engine relies on; all problems are collected so a file
+//! is fixed in one round.
+
+use super::model::{
+    EndpointSlice, Ipv4Cidr, OutcomeExpectation, Pod, Probe, ProbeTarget, Protocol, Scenario,
+    Service, ServicePort, ServiceType, SessionAffinity, TargetPort, TrafficPolicy, Via,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::Ipv4Addr;
+
+/// One step of a field path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+/// A field path such as `services[1].spec.ports[0]`, with the YAML (camelCase) field names.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct FieldPath(Vec<Seg>);
+
+impl FieldPath {
+    pub(crate) fn from_segments(segments: Vec<Seg>) -> Self {
+        Self(segments)
+    }
+
+    fn root(key: &str) -> Self {
+        Self(vec![Seg::Key(key.to_owned())])
+    }
+
+    fn key(&self, key: &str) -> Self {
+        let mut segments = self.0.clone();
+        segments.push(Seg::Key(key.to_owned()));
+        Self(segments)
+    }
+
+    fn idx(&self, index: usize) -> Self {
+        let mut segments = self.0.clone();
+        segments.push(Seg::Index(index));
+        Self(segments)
+    }
+
+    pub(crate) fn segments(&self) -> &[Seg] {
+        &self.0
+    }
+}
+
+impl fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, segment) in self.0.iter().enumerate() {
+            match segment {
+                Seg::Key(key) if i == 0 => f.write_str(key)?,
+                Seg::Key(key) => write!(f, ".{key}")?,
+                Seg::Index(index) => write!(f, "[{index}]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A semantic problem, located by field path (lines are added by the loader, which has the text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Issue {
+    pub(crate) path: FieldPath,
+    pub(crate) message: String,
+}
+
+/// Every semantic problem of `s`, in check order.
+pub(crate) fn check(s: &Scenario) -> Vec<Issue> {
+    let mut c = Checker {
+        s,
+        issues: Vec::new(),
+    };
+    c.topology_cidrs();
+    c.nodes();
+    c.pods();
+    c.external();
+    c.services();
+    c.endpoint_slices();
+    c.probes();
+    c.issues
+}
+
+pub(crate) const NODE_PORT_RANGE: std::ops::RangeInclusive<u16> = 30000..=32767;
+
+/// `namespace/name` or `name` (in `default`), as probes and expectations refer to objects.
+pub(crate) fn split_ref(reference: &str) -> (&str, &str) {
+    reference.split_once('/').unwrap_or(("default", reference))
+}
+
+/// Pods whose labels include every selector label, in file order. A missing or empty selector
+/// selects nothing: Kubernetes drops an empty selector map, and the EndpointSlice controller
+/// ignores services without one.
+pub(crate) fn selected_pods<'a>(s: &'a Scenario, svc: &Service) -> Vec<&'a Pod> {
+    let Some(selector) = svc.spec.selector.as_ref().filter(|sel| !sel.is_empty()) else {
+        return Vec::new();
+    };
+    s.topology
+        .pods
+        .iter()
+        .filter(|pod| pod.namespace == svc.namespace)
+        .filter(|pod| selector.iter().all(|(k, v)| pod.labels.get(k) == Some(v)))
+        .collect()
+}
+
+/// The container port a named targetPort resolves to on `pod`, as the EndpointSlice controller's
+/// `FindPort` does: same name and same protocol.
+pub(crate) fn named_port(pod: &Pod, name: &str, protocol: Protocol) -> Option<u16> {
+    pod.ports
+        .iter()
+        .find(|p| p.name.as_deref() == Some(name) && p.protocol == protocol)
+        .map(|p| p.container_port)
+}
+
+fn broadcast(cidr: &Ipv4Cidr) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(cidr.network()) | !cidr.mask())
+}
+
+fn overlaps(a: &Ipv4Cidr, b: &Ipv4Cidr) -> bool {
+    a.contains(b.network()) || b.contains(a.network())
+}
+
+/// `inner` lies entirely within `outer`.
+fn within(inner: &Ipv4Cidr, outer: &Ipv4Cidr) -> bool {
+    inner.prefix_len >= outer.prefix_len && outer.contains(inner.network())
+}
+
+/// The YAML spelling of `via`.
+fn via_name(via: Via) -> &'static str {
+    match via {
+        Via::ClusterIP => "clusterIP",
+        Via::NodePort => "nodePort",
+        Via::ExternalIP => "externalIP",
+        Via::LoadBalancer => "loadBalancer",
+    }
+}
+
+/// The YAML spelling of `outcome`.
+fn outcome_name(outcome: Option<OutcomeExpectation>) -> &'static str {
+    match outcome {
+        None | Some(OutcomeExpectation::Delivered) => "delivered",
+        Some(OutcomeExpectation::Dropped) => "dropped",
+        Some(OutcomeExpectation::Rejected) => "rejected",
+        Some(OutcomeExpectation::NotDelivered) => "notDelivered",
+    }
+}
+
+fn port_label(port: &ServicePort) -> String {
+    match &port.name {
+        Some(name) => format!("{name} ({}/{})", port.port, port.protocol.upper()),
+        None => format!("{}/{}", port.port, port.protocol.upper()),
+    }
+}
+
+struct Checker<'a> {
+    s: &'a Scenario,
+    issues: Vec<Issue>,
+}
+
+impl<'a> Checker<'a> {
+    fn err(&mut self, path: FieldPath, message: impl Into<String>) {
+        self.issues.push(Issue {
+            path,
+            message: message.into(),
+        });
+    }
+
+    /// Kubernetes object names here must be DNS-1123 labels; the topology also builds network
+    /// namespace names from them, so a `/` or a space would break it.
+    fn dns_label(&mut self, path: FieldPath, what: &str, name: &str) {
+        let valid_chars = name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        let valid = !name.is_empty()
+            && name.len() <= 63
+            && valid_chars
+            && !name.starts_with('-')
+            && !name.ends_with('-');
+        if !valid {
+            self.err(
+                path,
+                format!(
+                    "{what} `{name}` is not a DNS label (1-63 characters: lower-case letters, \
+                     digits and '-', starting and ending with a letter or digit)"
+                ),
+            );
+        }
+    }
+
+    fn topo() -> FieldPath {
+        FieldPath::root("topology")
+    }
+
+    fn node(&self, name: &str) -> Option<&'a super::model::Node> {
+        self.s.topology.nodes.iter().find(|n| n.name == name)
+    }
+
+    fn pod(&self, reference: &str) -> Option<&'a Pod> {
+        let (namespace, name) = split_ref(reference);
+        self.s
+            .topology
+            .pods
+            .iter()
+            .find(|p| p.namespace == namespace && p.name == name)
+    }
+
+    fn pod_by_ip(&self, ip: Ipv4Addr) -> Option<&'a Pod> {
+        self.s.topology.pods.iter().find(|p| p.ip == ip)
+    }
+
+    fn service(&self, namespace: &str, name: &str) -> Option<&'a Service> {
+        self.s
+            .services
+            .iter()
+            .find(|svc| svc.namespace == namespace && svc.name == name)
+    }
+
+    // ---- topology ----
+
+    fn topology_cidrs(&mut self) {
+        let t = &self.s.topology;
+        let cidrs = [
+            ("underlay", t.underlay),
+            ("clusterCIDR", t.cluster_cidr),
+            ("serviceCIDR", t.service_cidr),
+        ];
+        for (field, cidr) in cidrs {
+            self.host_bits(Self::topo().key(field), &cidr);
+        }
+        for (i, (field_a, a)) in cidrs.iter().enumerate() {
+            for (field_b, b) in &cidrs[i + 1..] {
+                if overlaps(a, b) {
+                    self.err(
+                        Self::topo().key(field_b),
+                        format!("{field_b} {b} overlaps {field_a} {a}"),
+                    );
+                }
+            }
+        }
+    }
+
+    /// A prefix with host bits set is almost always a typo for another subnet.
+    fn host_bits(&mut self, path: FieldPath, cidr: &Ipv4Cidr) {
+        if cidr.addr != cidr.network() {
+            self.err(
+                path,
+                format!(
+                    "{cidr} has host bits set (the network is {}/{})",
+                    cidr.network(),
+                    cidr.prefix_len
+                ),
+            );
+        }
+    }
+
+    fn nodes(&mut self) {
+        let t = &self.s.topology;
+        if t.nodes.is_empty() {
+            self.err(Self::topo().key("nodes"), "at least one node is required");
+        }
+        let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut ips: BTreeMap<Ipv4Addr, usize> = BTreeMap::new();
+        for (i, node) in t.nodes.iter().enumerate() {
+            let path = Self::topo().key("nodes").idx(i);
+            self.dns_label(path.key("name"), "node name", &node.name);
+            if let Some(first) = names.insert(&node.name, i) {
+                names.insert(&node.name, first);
+                self.err(
+                    path.key("name"),
+                    format!(
+                        "duplicate node name `{}` (also topology.nodes[{first}])",
+                        node.name
+                    ),
+                );
+            }
+            self.node_ip(&path, node.ip, &mut ips, i);
+            self.pod_cidr(&path, &node.pod_cidr, i);
+        }
+    }
+
+    fn node_ip(
+        &mut self,
+        path: &FieldPath,
+        ip: Ipv4Addr,
+        ips: &mut BTreeMap<Ipv4Addr, usize>,
+        i: usize,
+    ) {
+        let underlay = self.s.topology.underlay;
+        if !underlay.contains(ip) {
+            self.err(
+                path.key("ip"),
+                format!("node IP {ip} is outside the underlay {underlay}"),
+            );
+        } else if ip == underlay.network() || ip == broadcast(&underlay) {
+            self.err(
+                path.key("ip"),
+                format!("node IP {ip} is the network or broadcast address of {underlay}"),
+            );
+        }
+        if let Some(first) = ips.insert(ip, i) {
+            ips.insert(ip, first);
+            self.err(
+                path.key("ip"),
+                format!("node IP {ip} is already used by topology.nodes[{first}]"),
+            );
+        }
+    }
+
+    fn pod_cidr(&mut self, path: &FieldPath, cidr: &Ipv4Cidr, i: usize) {
+        let path = path.key("podCIDR");
+        let cluster = self.s.topology.cluster_cidr;
+        self.host_bits(path.clone(), cidr);
+        if !within(cidr, &cluster) {
+            self.err(
+                path.clone(),
+                format!("podCIDR {cidr} is not inside clusterCIDR {cluster}"),
+            );
+        }
+        if cidr.prefix_len > 30 {
+            self.err(
+                path.clone(),
+                format!(
+                    "podCIDR {cidr} is too small: .0 (VTEP), .1 (bridge gateway) and the \
+                     broadcast address leave no pod address"
+                ),
+            );
+        }
+        let earlier = self.s.topology.nodes[..i]
+            .iter()
+            .position(|n| overlaps(&n.pod_cidr, cidr));
+        if let Some(j) = earlier {
+            let other = self.s.topology.nodes[j].pod_cidr;
+            self.err(
+                path,
+                format!("podCIDR {cidr} overlaps topology.nodes[{j}].podCIDR {other}"),
+            );
+        }
+    }
+
+    fn pods(&mut self) {
+        let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut ips: BTreeMap<Ipv4Addr, usize> = BTreeMap::new();
+        for (i, pod) in self.s.topology.pods.iter().enumerate() {
+            let path = Self::topo().key("pods").idx(i);
+            self.dns_label(path.key("namespace"), "namespace", &pod.namespace);
+            // Unique across namespaces, unlike in Kubernetes: each pod gets a network namespace
+            // named after it, and expectations name pods without their namespace.
+            self.dns_label(path.key("name"), "pod name", &pod.name);
+            if let Some(first) = names.insert(&pod.name, i) {
+                names.insert(&pod.name, first);
+                self.err(
+                    path.key("name"),
+                    format!(
+                        "duplicate pod name `{}` (also topology.pods[{first}]; pod names must be \
+                         unique across namespaces)",
+                        pod.name
+                    ),
+                );
+            }
+            self.pod_placement(&path, pod);
+            if let Some(first) = ips.insert(pod.ip, i) {
+                ips.insert(pod.ip, first);
+                self.err(
+                    path.key("ip"),
+                    format!(
+                        "pod IP {} is already used by topology.pods[{first}]",
+                        pod.ip
+                    ),
+                );
+            }
+            self.container_ports(&path, pod);
+        }
+    }
+
+    fn pod_placement(&mut self, path: &FieldPath, pod: &Pod) {
+        let Some(node) = self.node(&pod.node) else {
+            self.err(path.key("node"), format!("unknown node `{}`", pod.node));
+            return;
+        };
+        let cidr = node.pod_cidr;
+        let ip = pod.ip;
+        if !cidr.contains(ip) {
+            self.err(
+                path.key("ip"),
+                format!(
+                    "pod IP {ip} is outside podCIDR {cidr} of node `{}`",
+                    node.name
+                ),
+            );
+        } else if ip == cidr.network() {
+            self.err(
+                path.key("ip"),
+                format!("pod IP {ip} is the network address of {cidr} (the node's flannel.1 VTEP)"),
+            );
+        } else if Some(ip) == cidr.nth(1) {
+            self.err(
+                path.key("ip"),
+                format!("pod IP {ip} is the gateway of {cidr} (the node's cni0 bridge)"),
+            );
+        } else if ip == broadcast(&cidr) {
+            self.err(
+                path.key("ip"),
+                format!("pod IP {ip} is the broadcast address of {cidr}"),
+            );
+        }
+    }
+
+    fn container_ports(&mut self, path: &FieldPath, pod: &Pod) {
+        let mut names = BTreeSet::new();
+        for (j, port) in pod.ports.iter().enumerate() {
+            let path = path.key("ports").idx(j);
+            if port.container_port == 0 {
+                self.err(path.key("containerPort"), "containerPort must be 1-65535");
+            }
+            if let Some(name) = &port.name {
+                if !names.insert(name.as_str()) {
+                    self.err(
+                        path.key("name"),
+                        format!("duplicate container port name `{name}`"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn external(&mut self) {
+        let Some(ext) = &self.s.topology.external else {
+            return;
+        };
+        let path = Self::topo().key("external").key("ip");
+        let underlay = self.s.topology.underlay;
+        if !underlay.contains(ext.ip) {
+            self.err(
+                path.clone(),
+                format!(
+                    "external client IP {} is outside the underlay {underlay}",
+                    ext.ip
+                ),
+            );
+        }
+        if let Some(node) = self.s.topology.nodes.iter().find(|n| n.ip == ext.ip) {
+            self.err(
+                path,
+                format!(
+                    "external client IP {} is the IP of node `{}`",
+                    ext.ip, node.name
+                ),
+            );
+        }
+    }
+
+    // ---- services ----
+
+    fn services(&mut self) {
+        let mut names: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        let mut cluster_ips: BTreeMap<Ipv4Addr, usize> = BTreeMap::new();
+        let mut node_ports: BTreeMap<(u16, Protocol), String> = BTreeMap::new();
+        for (i, svc) in self.s.services.iter().enumerate() {
+            let path = FieldPath::root("services").idx(i);
+            let key = (svc.namespace.as_str(), svc.name.as_str());
+            self.dns_label(path.key("namespace"), "namespace", &svc.namespace);
+            self.dns_label(path.key("name"), "service name", &svc.name);
+            if let Some(first) = names.insert(key, i) {
+                names.insert(key, first);
+                self.err(
+                    path.key("name"),
+                    format!(
+                        "duplicate service `{}/{}` (also services[{first}])",
+                        svc.namespace, svc.name
+                    ),
+                );
+            }
+            let spec = path.key("spec");
+            self.cluster_ip(&spec, svc, i, &mut cluster_ips);
+            self.service_ports(&spec, svc, &mut node_ports);
+            self.service_options(&path, svc, &mut node_ports);
+        }
+    }
+
+    fn cluster_ip(
+        &mut self,
+        spec: &FieldPath,
+        svc: &Service,
+        i: usize,
+        seen: &mut BTreeMap<Ipv4Addr, usize>,
+    ) {
+        if svc.spec.type_ == ServiceType::ExternalName {
+            return;
+        }
+        let path = spec.key("clusterIP");
+        let service_cidr = self.s.topology.service_cidr;
+        match svc.spec.cluster_ip.as_deref() {
+            None => self.err(
+                path,
+                format!(
+                    "clusterIP is required: an IPv4 address inside serviceCIDR {service_cidr}, \
+                     or \"None\" for a headless service"
+                ),
+            ),
+            Some("None") => {
+                if svc.spec.type_ != ServiceType::ClusterIP {
+                    self.err(
+                        path,
+                        format!(
+                            "a headless service (clusterIP: None) cannot be of type {:?}",
+                            svc.spec.type_
+                        ),
+                    );
+                }
+            }
+            Some(text) => match text.parse::<Ipv4Addr>() {
+                Err(_) => self.err(
+                    path,
+                    format!("`{text}` is neither an IPv4 address nor \"None\""),
+                ),
+                Ok(ip) if !service_cidr.contains(ip) => self.err(
+                    path,
+                    format!("clusterIP {ip} is outside serviceCIDR {service_cidr}"),
+                ),
+                Ok(ip) => {
+                    if let Some(first) = seen.insert(ip, i) {
+                        seen.insert(ip, first);
+                        self.err(
+                            path,
+                            format!("clusterIP {ip} is already used by services[{first}]"),
+                        );
+                    }
+                }
+            },
+        }
+    }
+
+    fn service_ports(
+        &mut self,
+        spec: &FieldPath,
+        svc: &Service,
+        node_ports: &mut BTreeMap<(u16, Protocol), String>,
+    ) {
+        let ports = &svc.spec.ports;
+        let headless = svc.spec.cluster_ip.as_deref() == Some("None");
+        if ports.is_empty() && !headless && svc.spec.type_ != ServiceType::ExternalName {
+            self.err(spec.key("ports"), "a service needs at least one port");
+        }
+        let mut names = BTreeSet::new();
+        let mut numbers = BTreeSet::new();
+        for (j, port) in ports.iter().enumerate() {
+            let path = spec.key("ports").idx(j);
+            match &port.name {
+                None if ports.len() > 1 => self.err(
+                    path.clone(),
+                    "every port needs a `name` when a service has more than one",
+                ),
+                Some(name) if !names.insert(name.as_str()) => {
+                    self.err(path.key("name"), format!("duplicate port name `{name}`"))
+                }
+                _ => {}
+            }
+            if port.port == 0 {
+                self.err(path.key("port"), "port must be 1-65535");
+            } else if !numbers.insert((port.port, port.protocol)) {
+                self.err(
+                    path.key("port"),
+                    format!("duplicate port {}/{}", port.port, port.protocol.upper()),
+                );
+            }
+            self.node_port(&path, svc, port, node_ports);
+            self.target_port(&path, svc, port);
+        }
+    }
+
+    fn node_port(
+        &mut self,
+        path: &FieldPath,
+        svc: &Service,
+        port: &ServicePort,
+        seen: &mut BTreeMap<(u16, Protocol), String>,
+    ) {
+        let path = path.key("nodePort");
+        let exposed = matches!(
+            svc.spec.type_,
+            ServiceType::NodePort | ServiceType::LoadBalancer
+        );
+        let Some(node_port) = port.node_port else {
+            if exposed {
+                self.err(
+                    path,
+                    format!(
+                        "type {:?} needs a nodePort in 30000-32767 (kpct does not allocate one)",
+                        svc.spec.type_
+                    ),
+                );
+            }
+            return;
+        };
+        if !exposed {
+            self.err(
+                path,
+                format!(
+                    "nodePort is only allowed for NodePort and LoadBalancer services, not {:?}",
+                    svc.spec.type_
+                ),
+            );
+            return;
+        }
+        if !NODE_PORT_RANGE.contains(&node_port) {
+            self.err(
+                path,
+                format!("nodePort {node_port} is outside the node port range 30000-32767"),
+            );
+            return;
+        }
+        let owner = format!("{}/{}:{}", svc.namespace, svc.name, port_label(port));
+        if let Some(first) = seen.get(&(node_port, port.protocol)) {
+            self.err(
+                path,
+                format!(
+                    "nodePort {node_port}/{} is already used by {first}",
+                    port.protocol.upper()
+                ),
+            );
+        } else {
+            seen.insert((node_port, port.protocol), owner);
+        }
+    }
+
+    fn target_port(&mut self, path: &FieldPath, svc: &Service, port: &ServicePort) {
+        let path = path.key("targetPort");
+        let name = match &port.target_port {
+            Some(TargetPort::Number(0)) => {
+                self.err(path, "targetPort must be 1-65535");
+                return;
+            }
+            Some(TargetPort::Name(name)) => name,
+            _ => return,
+        };
+        if name.is_empty() {
+            self.err(path, "targetPort name must not be empty");
+            return;
+        }
+        let has_slice = self
+            .s
+            .endpoint_slices
+            .iter()
+            .any(|sl| sl.namespace == svc.namespace && sl.service == svc.name);
+        if has_slice || svc.spec.type_ == ServiceType::ExternalName {
+            return;
+        }
+        let pods = selected_pods(self.s, svc);
+        if pods
+            .iter()
+            .any(|pod| named_port(pod, name, port.protocol).is_some())
+        {
+            return;
+        }
+        let message = if pods.is_empty() {
+            format!(
+                "targetPort `{name}` cannot be resolved: the selector matches no pod \
+                 (and no endpoint slice is given for the service)"
+            )
+        } else {
+            let pod_names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
+            format!(
+                "targetPort `{name}` names no {} container port on any selected pod ({})",
+                port.protocol.upper(),
+                pod_names.join(", ")
+            )
+        };
+        self.err(path, message);
+    }
+
+    fn service_options(
+        &mut self,
+        path: &FieldPath,
+        svc: &Service,
+        node_ports: &mut BTreeMap<(u16, Protocol), String>,
+    ) {
+        let spec = path.key("spec");
+        let lb = svc.spec.type_ == ServiceType::LoadBalancer;
+        if let Some(hc) = svc.spec.health_check_node_port {
+            let path = spec.key("healthCheckNodePort");
+            if !lb || svc.spec.external_traffic_policy != Some(TrafficPolicy::Local) {
+                self.err(
+                    path,
+                    "healthCheckNodePort needs type LoadBalancer with externalTrafficPolicy Local",
+                );
+            } else if !NODE_PORT_RANGE.contains(&hc) {
+                self.err(
+                    path,
+                    format!("healthCheckNodePort {hc} is outside the node port range 30000-32767"),
+                );
+            } else if let Some(first) = node_ports.get(&(hc, Protocol::Tcp)) {
+                self.err(
+                    path,
+                    format!("healthCheckNodePort {hc} is already used by {first}"),
+                );
+            } else {
+                let owner = format!("{}/{} (healthCheckNodePort)", svc.namespace, svc.name);
+                node_ports.insert((hc, Protocol::Tcp), owner);
+            }
+        }
+        if let Some(config) = &svc.spec.session_affinity_config {
+            if svc.spec.session_affinity != SessionAffinity::ClientIP {
+                self.err(
+                    spec.key("sessionAffinityConfig"),
+                    "sessionAffinityConfig needs sessionAffinity: ClientIP",
+                );
+            }
+            let timeout = config.client_ip.timeout_seconds;
+            if !(1..=86400).contains(&timeout) {
+                self.err(
+                    spec.key("sessionAffinityConfig")
+                        .key("clientIP")
+                        .key("timeoutSeconds"),
+                    format!("timeoutSeconds {timeout} must be 1-86400"),
+                );
+            }
+        }
+        if !lb && !svc.spec.load_balancer_source_ranges.is_empty() {
+            self.err(
+                spec.key("loadBalancerSourceRanges"),
+                "loadBalancerSourceRanges may only be used with type LoadBalancer",
+            );
+        }
+        if !lb && !svc.status.load_balancer.ingress.is_empty() {
+            self.err(
+                path.key("status").key("loadBalancer").key("ingress"),
+                "status.loadBalancer.ingress may only be set for type LoadBalancer",
+            );
+        }
+    }
+
+    // ---- endpoint slices ----
+
+    fn endpoint_slices(&mut self) {
+        for (i, slice) in self.s.endpoint_slices.iter().enumerate() {
+            let path = FieldPath::root("endpointSlices").idx(i);
+            match self.service(&slice.namespace, &slice.service) {
+                None => self.err(
+                    path.key("service"),
+                    format!(
+                        "unknown service `{}/{}` (an endpoint slice belongs to a service in its \
+                         own namespace)",
+                        slice.namespace, slice.service
+                    ),
+                ),
+                Some(svc) => self.slice_ports(&path, slice, svc),
+            }
+            for (j, endpoint) in slice.endpoints.iter().enumerate() {
+                let path = path.key("endpoints").idx(j);
+                self.endpoint(&path, &endpoint.addresses, endpoint.node_name.as_deref());
+            }
+        }
+    }
+
+    /// kube-proxy joins slice ports to service ports by (name, protocol); a slice port that
+    /// matches none is silently unused there, which in a scenario is always a mistake.
+    fn slice_ports(&mut self, path: &FieldPath, slice: &EndpointSlice, svc: &Service) {
+        let mut seen = BTreeSet::new();
+        for (j, port) in slice.ports.iter().enumerate() {
+            let path = path.key("ports").idx(j);
+            let name = port.name.as_deref().unwrap_or("");
+            if port.port == 0 {
+                self.err(path.key("port"), "port must be 1-65535");
+            }
+            if !seen.insert((name, port.protocol)) {
+                self.err(
+                    path.clone(),
+                    format!("duplicate port name `{name}` for {}", port.protocol.upper()),
+                );
+            }
+            let matched =
+                svc.spec.ports.iter().any(|sp| {
+                    sp.name.as_deref().unwrap_or("") == name && sp.protocol == port.protocol
+                });
+            if !matched {
+                self.err(
+                    path,
+                    format!(
+                        "port name `{name}` ({}) matches no port of service `{}/{}` \
+                         (ports are matched by name and protocol)",
+                        port.protocol.upper(),
+                        svc.namespace,
+                        svc.name
+                    ),
+                );
+            }
+        }
+    }
+
+    fn endpoint(&mut self, path: &FieldPath, addresses: &[Ipv4Addr], node_name: Option<&str>) {
+        let cluster = self.s.topology.cluster_cidr;
+        match addresses {
+            [] => self.err(path.key("addresses"), "an endpoint needs an address"),
+            [_] => {}
+            _ => self.err(
+                path.key("addresses").idx(1),
+                "kube-proxy only uses the first address of an endpoint: list one endpoint per \
+                 address",
+            ),
+        }
+        for (k, ip) in addresses.iter().enumerate() {
+            if self.pod_by_ip(*ip).is_none() && !cluster.contains(*ip) {
+                self.err(
+                    path.key("addresses").idx(k),
+                    format!("address {ip} is neither a pod IP nor inside clusterCIDR {cluster}"),
+                );
+            }
+        }
+        let Some(node_name) = node_name else {
+            return;
+        };
+        if self.node(node_name).is_none() {
+            self.err(path.key("nodeName"), format!("unknown node `{node_name}`"));
+            return;
+        }
+        let owner = addresses.first().and_then(|ip| self.pod_by_ip(*ip));
+        if let Some(pod) = owner.filter(|pod| pod.node != node_name) {
+            self.err(
+                path.key("nodeName"),
+                format!(
+                    "nodeName `{node_name}` contradicts pod `{}` with this address, which runs \
+                     on `{}`",
+                    pod.name, pod.node
+                ),
+            );
+        }
+    }
+
+    // ---- probes ----
+
+    fn probes(&mut self) {
+        let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+        for (i, probe) in self.s.probes.iter().enumerate() {
+            let path = FieldPath::root("probes").idx(i);
+            if probe.name.is_empty() {
+                self.err(path.key("name"), "probe name must not be empty");
+            } else if let Some(first) = names.insert(&probe.name, i) {
+                names.insert(&probe.name, first);
+                self.err(
+                    path.key("name"),
+                    format!(
+                        "duplicate probe name `{}` (also probes[{first}])",
+                        probe.name
+                    ),
+                );
+            }
+            self.probe_source(&path, probe);
+            self.probe_target(&path, probe);
+            self.probe_ports(&path, probe);
+            self.expectation(&path, probe);
+        }
+    }
+
+    fn probe_source(&mut self, path: &FieldPath, probe: &Probe) {
+        let path = path.key("from");
+        let from = &probe.from;
+        let set: Vec<&str> = [
+            ("pod", from.pod.is_some()),
+            ("node", from.node.is_some()),
+            ("nodeLocalhost", from.node_localhost.is_some()),
+            ("external", from.external),
+        ]
+        .into_iter()
+        .filter_map(|(field, is_set)| is_set.then_some(field))
+        .collect();
+        if set.len() != 1 {
+            let found = if set.is_empty() {
+                "none".to_owned()
+            } else {
+                set.iter()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            self.err(
+                path.clone(),
+                format!(
+                    "exactly one of `pod`, `node`, `nodeLocalhost`, `external` must be set \
+                     (found {found})"
+                ),
+            );
+        }
+        if let Some(pod) = &from.pod {
+            if self.pod(pod).is_none() {
+                self.err(path.key("pod"), format!("unknown pod `{pod}`"));
+            }
+        }
+        for (field, node) in [
+            ("node", &from.node),
+            ("nodeLocalhost", &from.node_localhost),
+        ] {
+            if let Some(node) = node {
+                if self.node(node).is_none() {
+                    self.err(path.key(field), format!("unknown node `{node}`"));
+                }
+            }
+        }
+        if from.external && self.s.topology.external.is_none() {
+            self.err(
+                path.key("external"),
+                "no external client: set topology.external",
+            );
+        }
+    }
+
+    fn probe_target(&mut self, path: &FieldPath, probe: &Probe) {
+        let path = path.key("to");
+        let to = &probe.to;
+        match (&to.service, to.ip) {
+            (Some(_), Some(_)) => {
+                self.err(path, "set either `service` or `ip`, not both");
+            }
+            (None, None) => {
+                self.err(
+                    path,
+                    "set `service` (with `via`) or a literal `ip` and `dport`",
+                );
+            }
+            (None, Some(_)) => self.literal_target(&path, to),
+            (Some(reference), None) => {
+                let (namespace, name) = split_ref(reference);
+                match self.service(namespace, name) {
+                    None => self.err(
+                        path.key("service"),
+                        format!("unknown service `{namespace}/{name}`"),
+                    ),
+                    Some(svc) => self.service_target(&path, probe, svc),
+                }
+            }
+        }
+    }
+
+    fn literal_target(&mut self, path: &FieldPath, to: &ProbeTarget) {
+        if to.dport.is_none() {
+            self.err(path.key("dport"), "a literal `ip` target needs `dport`");
+        }
+        for (field, set) in [
+            ("port", to.port.is_some()),
+            ("via", to.via.is_some()),
+            ("node", to.node.is_some()),
+        ] {
+            if set {
+                self.err(
+                    path.key(field),
+                    format!("`{field}` is only used with a `service` target"),
+                );
+            }
+        }
+    }
+
+    fn service_target(&mut self, path: &FieldPath, probe: &Probe, svc: &'a Service) {
+        let to = &probe.to;
+        if to.dport.is_some() {
+            self.err(
+                path.key("dport"),
+                "`dport` is only used with a literal `ip` target",
+            );
+        }
+        if svc.spec.type_ == ServiceType::ExternalName {
+            self.err(path.key("service"), "ExternalName services are not proxied");
+            return;
+        }
+        let Some(port) = self.probed_port(path, probe, svc) else {
+            return;
+        };
+        let via = to.via.unwrap_or(Via::ClusterIP);
+        let problem = match via {
+            Via::ClusterIP => (svc.spec.cluster_ip.as_deref() == Some("None"))
+                .then_some("a headless service has no ClusterIP"),
+            Via::NodePort => port
+                .node_port
+                .is_none()
+                .then_some("the service port has no nodePort"),
+            Via::ExternalIP => svc
+                .spec
+                .external_ips
+                .is_empty()
+                .then_some("the service has no externalIPs"),
+            Via::LoadBalancer => svc
+                .status
+                .load_balancer
+                .ingress
+                .is_empty()
+                .then_some("the service has no status.loadBalancer.ingress"),
+        };
+        if let Some(problem) = problem {
+            self.err(path.key("via"), format!("via {}: {problem}", via_name(via)));
+        }
+        self.target_node(path, probe, via);
+    }
+
+    /// The service port a probe aims at: by name or number, else the only port.
+    fn probed_port(
+        &mut self,
+        path: &FieldPath,
+        probe: &Probe,
+        svc: &'a Service,
+    ) -> Option<&'a ServicePort> {
+        let ports = &svc.spec.ports;
+        let found = match &probe.to.port {
+            None if ports.len() == 1 => ports.first(),
+            None => {
+                self.err(
+                    path.key("port"),
+                    format!(
+                        "service `{}/{}` has {} ports: say which with `port`",
+                        svc.namespace,
+                        svc.name,
+                        ports.len()
+                    ),
+                );
+                return None;
+            }
+            Some(TargetPort::Name(name)) => ports
+                .iter()
+                .find(|p| p.name.as_deref() == Some(name.as_str())),
+            Some(TargetPort::Number(n)) => ports
+                .iter()
+                .find(|p| p.port == *n && p.protocol == probe.protocol)
+                .or_else(|| ports.iter().find(|p| p.port == *n)),
+        };
+        let Some(port) = found else {
+            self.err(
+                path.key("port"),
+                format!("service `{}/{}` has no such port", svc.namespace, svc.name),
+            );
+            return None;
+        };
+        if port.protocol != probe.protocol {
+            self.err(
+                path.key("port"),
+                format!(
+                    "probe protocol {} does not match the service port's {}",
+                    probe.protocol.upper(),
+                    port.protocol.upper()
+                ),
+            );
+        }
+        Some(port)
+    }
+
+    fn target_node(&mut self, path: &FieldPath, probe: &Probe, via: Via) {
+        match (&probe.to.node, via) {
+            (Some(node), Via::NodePort) => {
+                if self.node(node).is_none() {
+                    self.err(path.key("node"), format!("unknown node `{node}`"));
+                }
+            }
+            (Some(_), _) => self.err(path.key("node"), "`node` is only used with `via: nodePort`"),
+            (None, Via::NodePort) if probe.from.node_localhost.is_none() => self.err(
+                path.key("node"),
+                "via nodePort needs `node`: the node whose IP to send to",
+            ),
+            (None, _) => {}
+        }
+    }
+
+    fn probe_ports(&mut self, path: &FieldPath, probe: &Probe) {
+        if probe.repeat == 0 {
+            self.err(path.key("repeat"), "repeat must be at least 1");
+        }
+        if probe.source_port == 0 {
+            self.err(path.key("sourcePort"), "sourcePort must be 1-65535");
+        } else if u32::from(probe.source_port).saturating_add(probe.repeat.saturating_sub(1))
+            > 65535
+        {
+            self.err(
+                path.key("repeat"),
+                format!(
+                    "sourcePort {} + repeat {} runs past port 65535",
+                    probe.source_port, probe.repeat
+                ),
+            );
+        }
+    }
+
+    fn expectation(&mut self, path: &FieldPath, probe: &Probe) {
+        let Some(expect) = &probe.expect else {
+            return;
+        };
+        let path = path.key("expect");
+        for (k, pod) in expect.reaches.iter().enumerate() {
+            if self.pod(pod).is_none() {
+                self.err(path.key("reaches").idx(k), format!("unknown pod `{pod}`"));
+            }
+        }
+        let undelivered = matches!(
+            expect.outcome,
+            Some(
+                OutcomeExpectation::Dropped
+                    | OutcomeExpectation::Rejected
+                    | OutcomeExpectation::NotDelivered
+            )
+        );
+        if !undelivered {
+            return;
+        }
+        for (field, set) in [
+            ("reaches", !expect.reaches.is_empty()),
+            ("source", expect.source.is_some()),
+            ("reply", expect.reply == Some(true)),
+        ] {
+            if set {
+                self.err(
+                    path.key(field),
+                    format!(
+                        "`{field}` contradicts `outcome: {}` (nothing is delivered)",
+                        outcome_name(expect.outcome)
+                    ),
+                );
+            }
+        }
+    }
+}

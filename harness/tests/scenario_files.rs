@@ -1,0 +1,333 @@
+//! Scenario files: every file shipped in `scenarios/` loads, validates and resolves; every
+//! malformed fixture in `tests/fixtures/bad/` fails with exactly the message an operator sees.
+
+use kpct::scenario::{self, ScenarioError};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|ext| ext == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn scenarios_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios")
+}
+
+fn ip(s: &str) -> Ipv4Addr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn every_scenario_file_loads_validates_and_resolves() {
+    let files = yaml_files(&scenarios_dir());
+    assert!(!files.is_empty(), "no scenario files found");
+    for file in files {
+        let s = scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
+        let stem = file.file_stem().unwrap().to_string_lossy();
+        assert_eq!(
+            s.name,
+            stem,
+            "{}: name should match the file",
+            file.display()
+        );
+        assert!(
+            !s.description.is_empty(),
+            "{}: no description",
+            file.display()
+        );
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            text.starts_with('#'),
+            "{}: needs a header comment saying what it checks and where that is specified",
+            file.display()
+        );
+        let state = scenario::cluster_state(&s);
+        assert_eq!(state.nodes.len(), s.topology.nodes.len());
+        for node in &s.topology.nodes {
+            assert!(scenario::node_context(&s, &node.name).is_some());
+        }
+    }
+}
+
+#[test]
+fn clusterip_cross_node_resolves_to_the_node_b_pods() {
+    let s = scenario::load(&scenarios_dir().join("clusterip-cross-node.yaml")).unwrap();
+    let state = scenario::cluster_state(&s);
+    assert_eq!(state.service_ports.len(), 1);
+    let sp = &state.service_ports[0];
+    assert_eq!(sp.service_port_name(), "default/web");
+    assert_eq!((sp.cluster_ip, sp.port), (Some(ip("10.96.0.10")), 80));
+    let eps: Vec<(Ipv4Addr, u16, Option<&str>)> = sp
+        .endpoints
+        .iter()
+        .map(|e| (e.ip, e.port, e.node_name.as_deref()))
+        .collect();
+    assert_eq!(
+        eps,
+        vec![
+            (ip("10.244.2.10"), 8080, Some("node-b")),
+            (ip("10.244.2.11"), 8080, Some("node-b")),
+        ]
+    );
+}
+
+#[test]
+fn rke2_ipvs_node_matches_the_walkthrough() {
+    let s = scenario::load(&scenarios_dir().join("rke2-ipvs-node.yaml")).unwrap();
+    let state = scenario::cluster_state(&s);
+    let sp = &state.service_ports[0];
+    assert_eq!(sp.cluster_ip, Some(ip("10.96.123.45")));
+    assert_eq!((sp.port, sp.node_port), (80, Some(30080)));
+    assert!(!sp.external_policy_local);
+    let eps: Vec<(Ipv4Addr, u16)> = sp.endpoints.iter().map(|e| (e.ip, e.port)).collect();
+    assert_eq!(
+        eps,
+        vec![(ip("10.244.1.10"), 8080), (ip("10.244.1.11"), 8080)]
+    );
+    let node = scenario::node_context(&s, "node-a").unwrap();
+    assert_eq!(
+        node.local_addresses,
+        vec![ip("10.244.1.0"), ip("10.244.1.1"), ip("192.168.1.10")]
+    );
+}
+
+/// The exact text `load` reports for each malformed fixture, one line per problem.
+const BAD: &[(&str, &str)] = &[
+    (
+        "yaml-syntax.yaml",
+        "tests/fixtures/bad/yaml-syntax.yaml:17:9: topology.pods[0].labels: did not find \
+         expected ',' or '}', while parsing a flow mapping at line 16 column 15",
+    ),
+    (
+        "unknown-field.yaml",
+        "tests/fixtures/bad/unknown-field.yaml:24:11: services[1].spec.ports[0]: unknown field \
+         `nodeport`, expected one of `name`, `protocol`, `port`, `targetPort`, `nodePort`",
+    ),
+    (
+        "wrong-type.yaml",
+        "tests/fixtures/bad/wrong-type.yaml:17:17: services[0].spec.ports[0].port: invalid type: \
+         string \"eighty\", expected a port number (1-65535)",
+    ),
+    (
+        "target-port-type.yaml",
+        "tests/fixtures/bad/target-port-type.yaml:18:11: services[0].spec.ports[0].targetPort: \
+         expected a port number (1-65535) or a port name",
+    ),
+    (
+        "missing-field.yaml",
+        "tests/fixtures/bad/missing-field.yaml:6:7: topology.nodes[0]: missing field `ip`",
+    ),
+    (
+        "bad-cidr.yaml",
+        "tests/fixtures/bad/bad-cidr.yaml:8:7: topology.nodes[0].podCIDR: prefix length 33 is \
+         over 32",
+    ),
+    (
+        "bad-enum.yaml",
+        "tests/fixtures/bad/bad-enum.yaml:15:13: services[0].spec.type: unknown variant \
+         `Nodeport`, expected one of `ClusterIP`, `NodePort`, `LoadBalancer`, `ExternalName`",
+    ),
+    (
+        "cidr-host-bits.yaml",
+        "tests/fixtures/bad/cidr-host-bits.yaml:8:7: topology.nodes[0].podCIDR: 10.244.1.5/24 \
+         has host bits set (the network is 10.244.1.0/24)\n\
+         tests/fixtures/bad/cidr-host-bits.yaml:11:7: topology.nodes[1].podCIDR: podCIDR \
+         10.245.2.0/24 is not inside clusterCIDR 10.244.0.0/16",
+    ),
+    (
+        "overlapping-pod-cidrs.yaml",
+        "tests/fixtures/bad/overlapping-pod-cidrs.yaml:10:7: topology.nodes[1].ip: node IP \
+         192.168.2.11 is outside the underlay 192.168.1.0/24\n\
+         tests/fixtures/bad/overlapping-pod-cidrs.yaml:11:7: topology.nodes[1].podCIDR: podCIDR \
+         10.244.1.0/24 overlaps topology.nodes[0].podCIDR 10.244.0.0/23",
+    ),
+    (
+        "pod-ip-outside-podcidr.yaml",
+        "tests/fixtures/bad/pod-ip-outside-podcidr.yaml:15:7: topology.pods[0].ip: pod IP \
+         10.244.2.10 is outside podCIDR 10.244.1.0/24 of node `node-a`\n\
+         tests/fixtures/bad/pod-ip-outside-podcidr.yaml:18:7: topology.pods[1].ip: pod IP \
+         10.244.1.1 is the gateway of 10.244.1.0/24 (the node's cni0 bridge)\n\
+         tests/fixtures/bad/pod-ip-outside-podcidr.yaml:21:7: topology.pods[2].ip: pod IP \
+         10.244.2.0 is the network address of 10.244.2.0/24 (the node's flannel.1 VTEP)",
+    ),
+    (
+        "unknown-node.yaml",
+        "tests/fixtures/bad/unknown-node.yaml:14:7: topology.pods[0].node: unknown node `node-c`",
+    ),
+    (
+        "duplicate-name.yaml",
+        "tests/fixtures/bad/duplicate-name.yaml:17:7: topology.pods[1].name: duplicate pod name \
+         `web` (also topology.pods[0]; pod names must be unique across namespaces)\n\
+         tests/fixtures/bad/duplicate-name.yaml:21:7: topology.pods[2].name: pod name `Web_2` is \
+         not a DNS label (1-63 characters: lower-case letters, digits and '-', starting and \
+         ending with a letter or digit)\n\
+         tests/fixtures/bad/duplicate-name.yaml:34:5: services[2].name: duplicate service \
+         `default/web` (also services[0])",
+    ),
+    (
+        "nodeport-out-of-range.yaml",
+        "tests/fixtures/bad/nodeport-out-of-range.yaml:18:34: services[0].spec.ports[0].nodePort: \
+         nodePort 8080 is outside the node port range 30000-32767\n\
+         tests/fixtures/bad/nodeport-out-of-range.yaml:20:11: services[0].spec.ports[2].nodePort: \
+         type NodePort needs a nodePort in 30000-32767 (kpct does not allocate one)\n\
+         tests/fixtures/bad/nodeport-out-of-range.yaml:24:26: services[1].spec.ports[0].nodePort: \
+         nodePort is only allowed for NodePort and LoadBalancer services, not ClusterIP\n\
+         tests/fixtures/bad/nodeport-out-of-range.yaml:29:27: services[2].spec.ports[0].nodePort: \
+         nodePort 30443/TCP is already used by default/web:https (443/TCP)",
+    ),
+    (
+        "service-addresses.yaml",
+        "tests/fixtures/bad/service-addresses.yaml:13:5: topology.external.ip: external client IP \
+         192.168.1.11 is the IP of node `node-b`\n\
+         tests/fixtures/bad/service-addresses.yaml:17:7: services[0].spec.clusterIP: clusterIP \
+         10.112.0.1 is outside serviceCIDR 10.96.0.0/12\n\
+         tests/fixtures/bad/service-addresses.yaml:21:7: services[1].spec.clusterIP: `ten` is \
+         neither an IPv4 address nor \"None\"\n\
+         tests/fixtures/bad/service-addresses.yaml:24:5: services[2].spec.clusterIP: clusterIP is \
+         required: an IPv4 address inside serviceCIDR 10.96.0.0/12, or \"None\" for a headless \
+         service\n\
+         tests/fixtures/bad/service-addresses.yaml:32:7: services[4].spec.clusterIP: clusterIP \
+         10.96.0.1 is already used by services[3]",
+    ),
+    (
+        "named-target-port.yaml",
+        "tests/fixtures/bad/named-target-port.yaml:25:22: services[0].spec.ports[0].targetPort: \
+         targetPort `http` names no TCP container port on any selected pod (web-1)\n\
+         tests/fixtures/bad/named-target-port.yaml:31:22: services[1].spec.ports[0].targetPort: \
+         targetPort `http` cannot be resolved: the selector matches no pod (and no endpoint slice \
+         is given for the service)",
+    ),
+    (
+        "endpoint-slices.yaml",
+        "tests/fixtures/bad/endpoint-slices.yaml:22:5: endpointSlices[0].service: unknown service \
+         `default/ghost` (an endpoint slice belongs to a service in its own namespace)\n\
+         tests/fixtures/bad/endpoint-slices.yaml:28:9: endpointSlices[1].ports[1]: port name \
+         `htp` (TCP) matches no port of service `default/web` (ports are matched by name and \
+         protocol)\n\
+         tests/fixtures/bad/endpoint-slices.yaml:30:21: endpointSlices[1].endpoints[0].addresses[0]: \
+         address 172.16.0.1 is neither a pod IP nor inside clusterCIDR 10.244.0.0/16\n\
+         tests/fixtures/bad/endpoint-slices.yaml:32:9: endpointSlices[1].endpoints[1].nodeName: \
+         nodeName `node-b` contradicts pod `web-1` with this address, which runs on `node-a`\n\
+         tests/fixtures/bad/endpoint-slices.yaml:34:9: endpointSlices[1].endpoints[2].nodeName: \
+         unknown node `node-z`\n\
+         tests/fixtures/bad/endpoint-slices.yaml:35:9: endpointSlices[1].endpoints[3].addresses: \
+         an endpoint needs an address",
+    ),
+    (
+        "health-check-node-port.yaml",
+        "tests/fixtures/bad/health-check-node-port.yaml:17:7: services[0].spec.healthCheckNodePort: \
+         healthCheckNodePort needs type LoadBalancer with externalTrafficPolicy Local\n\
+         tests/fixtures/bad/health-check-node-port.yaml:23:7: \
+         services[1].spec.loadBalancerSourceRanges: loadBalancerSourceRanges may only be used \
+         with type LoadBalancer\n\
+         tests/fixtures/bad/health-check-node-port.yaml:24:7: services[1].spec.sessionAffinityConfig: \
+         sessionAffinityConfig needs sessionAffinity: ClientIP\n\
+         tests/fixtures/bad/health-check-node-port.yaml:24:42: \
+         services[1].spec.sessionAffinityConfig.clientIP.timeoutSeconds: timeoutSeconds 0 must be \
+         1-86400",
+    ),
+    (
+        "probe-two-sources.yaml",
+        "tests/fixtures/bad/probe-two-sources.yaml:23:5: probes[0].from: exactly one of `pod`, \
+         `node`, `nodeLocalhost`, `external` must be set (found `pod`, `node`)\n\
+         tests/fixtures/bad/probe-two-sources.yaml:26:5: probes[1].from: exactly one of `pod`, \
+         `node`, `nodeLocalhost`, `external` must be set (found none)\n\
+         tests/fixtures/bad/probe-two-sources.yaml:29:12: probes[2].from.pod: unknown pod `ghost`\n\
+         tests/fixtures/bad/probe-two-sources.yaml:30:10: probes[2].to.service: unknown service \
+         `default/nope`\n\
+         tests/fixtures/bad/probe-two-sources.yaml:31:24: probes[2].expect.reaches[0]: unknown \
+         pod `phantom`",
+    ),
+    (
+        "probe-via.yaml",
+        "tests/fixtures/bad/probe-via.yaml:34:24: probes[0].to.via: via nodePort: the service port \
+         has no nodePort\n\
+         tests/fixtures/bad/probe-via.yaml:37:5: probes[1].to.node: via nodePort needs `node`: the \
+         node whose IP to send to\n\
+         tests/fixtures/bad/probe-via.yaml:40:5: probes[2].to.via: via clusterIP: a headless \
+         service has no ClusterIP\n\
+         tests/fixtures/bad/probe-via.yaml:43:5: probes[3].to.port: service `default/np` has 2 \
+         ports: say which with `port`\n\
+         tests/fixtures/bad/probe-via.yaml:46:23: probes[4].to.port: probe protocol TCP does not \
+         match the service port's UDP\n\
+         tests/fixtures/bad/probe-via.yaml:49:5: probes[5].to.dport: a literal `ip` target needs \
+         `dport`\n\
+         tests/fixtures/bad/probe-via.yaml:49:26: probes[5].to.via: `via` is only used with a \
+         `service` target",
+    ),
+];
+
+fn load_error(file: &str) -> ScenarioError {
+    let path = Path::new("tests/fixtures/bad").join(file);
+    match scenario::load(&path) {
+        Ok(_) => panic!("{file}: loaded, but it is malformed"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn every_bad_fixture_fails_with_its_exact_message() {
+    for (file, expected) in BAD {
+        let err = load_error(file);
+        assert_eq!(err.to_string(), *expected, "fixture {file}");
+        assert_eq!(
+            err.problems().len(),
+            expected.lines().count(),
+            "fixture {file}"
+        );
+    }
+}
+
+#[test]
+fn every_bad_fixture_has_an_expected_message() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad");
+    for file in yaml_files(&dir) {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            BAD.iter().any(|(f, _)| *f == name),
+            "{name} has no expected message in BAD"
+        );
+    }
+}
+
+#[test]
+fn name_defaults_to_the_file_stem() {
+    let text =
+        "topology:\n  underlay: 192.168.1.0/24\n  clusterCIDR: 10.244.0.0/16\n  nodes:\n    \
+                - {name: n, ip: 192.168.1.10, podCIDR: 10.244.1.0/24}\n";
+    let s = scenario::parse(text, "scenarios/my-scenario.yaml").unwrap();
+    assert_eq!(s.name, "my-scenario");
+    let named = format!("name: explicit\n{text}");
+    assert_eq!(
+        scenario::parse(&named, "scenarios/x.yaml").unwrap().name,
+        "explicit"
+    );
+}
+
+#[test]
+fn unreadable_file_names_the_file() {
+    let err = scenario::load(Path::new("tests/fixtures/does-not-exist.yaml")).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("tests/fixtures/does-not-exist.yaml: cannot read scenario file: "),
+        "{err}"
+    );
+    assert!(err.problems().is_empty());
+}
+
+#[test]
+fn scenarios_built_in_code_validate_without_line_numbers() {
+    let mut s = scenario::load(&scenarios_dir().join("rke2-ipvs-node.yaml")).unwrap();
+    assert!(scenario::validate(&s).is_ok());
+    s.topology.pods[0].node = "node-x".into();
+    assert_eq!(
+        scenario::validate(&s).unwrap_err().to_string(),
+        "rke2-ipvs-node: topology.pods[0].node: unknown node `node-x`"
+    );
+}
