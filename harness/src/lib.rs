@@ -1,9 +1,12 @@
 //! Deterministic conformance suite for Kubernetes service proxiers, run in network namespaces.
+pub mod backends;
 pub mod bench;
 pub mod capture;
 pub mod caps;
 pub mod cluster;
 pub mod netns;
+pub mod observe;
+pub mod probe;
 pub mod programming;
 pub mod proxier;
 pub mod scenario;

@@ -100,8 +100,9 @@ impl IpSetType {
 pub struct IpSet {
     pub name: String,
     pub set_type: IpSetType,
-    /// Extra create options after the type, e.g. `family inet hashsize 1024 maxelem 65536` or
-    /// `range 0-65535`, exactly as `ipset save` prints them.
+    /// Extra options after the type, as passed to `ipset create` (e.g. `family inet hashsize
+    /// 1024 maxelem 65536`, `range 0-65535`). `ipset save` prints more (`bucketsize`, a random
+    /// `initval`), which effective-state readback normalises away.
     pub create_options: String,
     pub entries: Vec<String>,
 }

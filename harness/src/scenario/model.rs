@@ -433,9 +433,11 @@ pub struct Probe {
     pub to: ProbeTarget,
     #[serde(default)]
     pub protocol: Protocol,
-    /// Fixed source port so the wire bytes are the same on every run.
-    #[serde(default = "default_source_port")]
-    pub source_port: u16,
+    /// Fixed source port so the wire bytes are the same on every run. Defaults to
+    /// 40000 + 100 × the probe's index, so no two probes share a connection entry in IPVS's
+    /// table (which, unlike conntrack, cannot be flushed without removing the services).
+    #[serde(default)]
+    pub source_port: Option<u16>,
     /// Send the probe this many times (distinct source ports from `sourcePort` upward) and
     /// record the sequence (IPVS) or set (random schedulers) of backends reached.
     #[serde(default = "one")]
@@ -444,12 +446,18 @@ pub struct Probe {
     pub expect: Option<Expectation>,
 }
 
-fn default_source_port() -> u16 {
-    40000
-}
-
 fn one() -> u32 {
     1
+}
+
+impl Probe {
+    /// The source port of the first repetition of the probe at `index` in its scenario.
+    pub fn first_source_port(&self, index: usize) -> u32 {
+        match self.source_port {
+            Some(port) => u32::from(port),
+            None => 40000 + 100 * index as u32,
+        }
+    }
 }
 
 /// Where a probe starts. Exactly one field must be set.

@@ -849,7 +849,7 @@ impl<'a> Checker<'a> {
             }
             self.probe_source(&path, probe);
             self.probe_target(&path, probe);
-            self.probe_ports(&path, probe);
+            self.probe_ports(&path, probe, i);
             self.expectation(&path, probe);
         }
     }
@@ -937,11 +937,8 @@ impl<'a> Checker<'a> {
         if to.dport.is_none() {
             self.err(path.key("dport"), "a literal `ip` target needs `dport`");
         }
-        for (field, set) in [
-            ("port", to.port.is_some()),
-            ("via", to.via.is_some()),
-            ("node", to.node.is_some()),
-        ] {
+        // `node` stays allowed: it names the node an external packet enters through.
+        for (field, set) in [("port", to.port.is_some()), ("via", to.via.is_some())] {
             if set {
                 self.err(
                     path.key(field),
@@ -1058,21 +1055,17 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn probe_ports(&mut self, path: &FieldPath, probe: &Probe) {
+    fn probe_ports(&mut self, path: &FieldPath, probe: &Probe, index: usize) {
         if probe.repeat == 0 {
             self.err(path.key("repeat"), "repeat must be at least 1");
         }
-        if probe.source_port == 0 {
+        let first = probe.first_source_port(index);
+        if first == 0 {
             self.err(path.key("sourcePort"), "sourcePort must be 1-65535");
-        } else if u32::from(probe.source_port).saturating_add(probe.repeat.saturating_sub(1))
-            > 65535
-        {
+        } else if first.saturating_add(probe.repeat.saturating_sub(1)) > 65535 {
             self.err(
                 path.key("repeat"),
-                format!(
-                    "sourcePort {} + repeat {} runs past port 65535",
-                    probe.source_port, probe.repeat
-                ),
+                format!("sourcePort {first} + repeat {} runs past port 65535", probe.repeat),
             );
         }
     }

@@ -1,0 +1,95 @@
+//! Echo servers in every pod, on every declared container port.
+//!
+//! For crafted probes the kernel does the answering (a listening socket makes it send SYN-ACK;
+//! UDP probes are echoed back unchanged). For socket probes the servers answer like agnhost's
+//! `netexec /clientip`: with the client address they saw, so an application-level check can tell
+//! masquerade from source preservation.
+
+use crate::scenario::Protocol;
+use crate::topology::Topology;
+use anyhow::{Context, Result};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use tokio::io::AsyncWriteExt;
+use tokio::task::JoinHandle;
+
+/// Running servers; stopped when dropped.
+pub struct Backends {
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Backends {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// What a socket-probe server answers: the peer address it saw, and who it is.
+pub fn client_ip_answer(peer: std::net::SocketAddr, pod: &str) -> String {
+    format!("client={peer} pod={pod}\n")
+}
+
+/// Probe payloads are echoed verbatim so the crafted packet's reply can be matched.
+fn udp_answer(payload: &[u8], peer: std::net::SocketAddr, pod: &str) -> Vec<u8> {
+    if payload.starts_with(b"kpct-probe") {
+        payload.to_vec()
+    } else {
+        client_ip_answer(peer, pod).into_bytes()
+    }
+}
+
+impl Backends {
+    /// Starts a server for each container port of each pod of `topo`, as declared in `pods`.
+    pub fn start(topo: &Topology, pods: &[crate::scenario::Pod]) -> Result<Backends> {
+        let mut tasks = Vec::new();
+        for pod in pods {
+            let ns = &topo.pod(&pod.name)?.netns;
+            for port in &pod.ports {
+                let addr = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port.container_port);
+                let what = format!("{} port {} of pod {}", port.protocol.upper(), port.container_port, pod.name);
+                match port.protocol {
+                    Protocol::Tcp => {
+                        let listener = ns
+                            .run(|| -> std::io::Result<std::net::TcpListener> {
+                                let l = std::net::TcpListener::bind(addr)?;
+                                l.set_nonblocking(true)?;
+                                Ok(l)
+                            })?
+                            .with_context(|| format!("listening on {what}"))?;
+                        let listener = tokio::net::TcpListener::from_std(listener)?;
+                        tasks.push(tokio::spawn(serve_tcp(listener, pod.name.clone())));
+                    }
+                    Protocol::Udp => {
+                        let socket = ns
+                            .run(|| -> std::io::Result<std::net::UdpSocket> {
+                                let s = std::net::UdpSocket::bind(addr)?;
+                                s.set_nonblocking(true)?;
+                                Ok(s)
+                            })?
+                            .with_context(|| format!("binding {what}"))?;
+                        let socket = tokio::net::UdpSocket::from_std(socket)?;
+                        tasks.push(tokio::spawn(serve_udp(socket, pod.name.clone())));
+                    }
+                    // No SCTP server: SCTP services are programmed and inspected, not probed.
+                    Protocol::Sctp => {}
+                }
+            }
+        }
+        Ok(Backends { tasks })
+    }
+}
+
+async fn serve_tcp(listener: tokio::net::TcpListener, pod: String) {
+    while let Ok((mut stream, peer)) = listener.accept().await {
+        let _ = stream.write_all(client_ip_answer(peer, &pod).as_bytes()).await;
+        let _ = stream.shutdown().await;
+    }
+}
+
+async fn serve_udp(socket: tokio::net::UdpSocket, pod: String) {
+    let mut buf = vec![0u8; 2048];
+    while let Ok((n, peer)) = socket.recv_from(&mut buf).await {
+        let _ = socket.send_to(&udp_answer(&buf[..n], peer, &pod), peer).await;
+    }
+}

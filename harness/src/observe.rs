@@ -1,0 +1,334 @@
+//! From raw probe shots to observations: verdicts, the snapshot document, and the check of a
+//! scenario's declared expectations.
+//!
+//! The observation document is deterministic by construction: scenario order, no timestamps,
+//! no random values. Where a proxier picks backends at random by design (iptables statistic
+//! mode), only the *set* of backends reached is recorded; IPVS's deterministic schedulers are
+//! recorded as the sequence.
+
+use crate::capture::Flow;
+use crate::probe::packet::Answer;
+use crate::probe::{ProbePlan, Shot, Source};
+use crate::scenario::{Expectation, OutcomeExpectation, SourceExpectation};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+
+/// An address some node owns, with a name saying which interface: used to say *who* a
+/// masqueraded packet came from ("node-b flannel.1").
+#[derive(Debug, Clone)]
+pub struct NodeAddress {
+    pub ip: Ipv4Addr,
+    pub label: String,
+}
+
+/// The fate of one shot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Delivered to a backend and answered from the address the client used.
+    Delivered,
+    /// Delivered, but the answer came back from another address (broken reverse NAT).
+    DeliveredReplyUntranslated,
+    /// Delivered, but nothing came back.
+    DeliveredNoReply,
+    /// Delivered, and the backend itself refused it (no listener).
+    DeliveredRefusedByBackend,
+    /// Not delivered; a TCP RST or ICMP unreachable came back.
+    Rejected,
+    /// Not delivered; nothing came back within the timeout.
+    Dropped,
+}
+
+impl Verdict {
+    pub fn delivered(self) -> bool {
+        matches!(
+            self,
+            Verdict::Delivered
+                | Verdict::DeliveredReplyUntranslated
+                | Verdict::DeliveredNoReply
+                | Verdict::DeliveredRefusedByBackend
+        )
+    }
+}
+
+/// One shot, as recorded in the observation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ShotObservation {
+    pub verdict: Verdict,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    /// The packet as the backend received it (`src:port -> dst:port`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend_saw: Option<String>,
+    /// `preserved` or `masqueraded to IP (who)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// What the client got back (`src:port -> dst:port`, `tcp-reset`, `icmp-unreachable code N`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
+    #[serde(skip)]
+    pub source_ip_seen: Option<Ipv4Addr>,
+    #[serde(skip)]
+    pub reply_translated: Option<bool>,
+    /// The client's source port of this shot (differs per repetition).
+    #[serde(skip)]
+    pub sport: u16,
+}
+
+/// A probe's observation (the unit of the snapshot document).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProbeObservation {
+    pub probe: String,
+    pub from: String,
+    pub to: String,
+    /// Every shot, when backend choice is deterministic (or there is one shot).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shots: Vec<ShotObservation>,
+    /// When backend choice is random by design: the distinct outcomes, sorted, and how many
+    /// shots were fired.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcomes: Option<Vec<ShotObservation>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shots_fired: Option<u32>,
+    /// Backends in the order reached (deterministic schedulers) or sorted (random ones).
+    pub backends: Vec<String>,
+    #[serde(skip)]
+    pub all: Vec<ShotObservation>,
+    #[serde(skip)]
+    pub client_ip: Option<Ipv4Addr>,
+}
+
+/// The packet as the backend saw it. A masqueraded source port is written `*`: kube-proxy
+/// masquerades with `--random-fully`, so that port is random by design.
+fn flow_text(f: &Flow, client: Ipv4Addr) -> String {
+    let sport = if f.src == client {
+        f.sport.to_string()
+    } else {
+        "*".to_string()
+    };
+    format!("{}:{sport} -> {}:{}", f.src, f.dst, f.dport)
+}
+
+fn who(ip: Ipv4Addr, nodes: &[NodeAddress]) -> String {
+    nodes
+        .iter()
+        .find(|n| n.ip == ip)
+        .map(|n| format!("{ip} ({})", n.label))
+        .unwrap_or_else(|| ip.to_string())
+}
+
+/// The client address a probe really uses (a socket probe from localhost is still sourced from
+/// 127.0.0.1 before any NAT).
+fn client_ip(plan: &ProbePlan) -> Ipv4Addr {
+    match &plan.source {
+        Source::Crafted { ip, .. } | Source::Socket { ip, .. } => *ip,
+    }
+}
+
+/// Classifies one shot.
+pub fn observe_shot(plan: &ProbePlan, shot: &Shot, nodes: &[NodeAddress]) -> ShotObservation {
+    let client = client_ip(plan);
+    if let Some(app) = &shot.app_answer {
+        // Socket probe: the backend told us who it is and whom it saw.
+        let mut seen_ip = None;
+        let mut pod = None;
+        for field in app.split_whitespace() {
+            if let Some(c) = field.strip_prefix("client=") {
+                seen_ip = c.rsplit_once(':').and_then(|(ip, _)| ip.parse::<Ipv4Addr>().ok());
+            } else if let Some(p) = field.strip_prefix("pod=") {
+                pod = Some(p.to_string());
+            }
+        }
+        let source = seen_ip.map(|ip| {
+            if ip == client {
+                "preserved".to_string()
+            } else {
+                format!("masqueraded to {}", who(ip, nodes))
+            }
+        });
+        return ShotObservation {
+            verdict: Verdict::Delivered,
+            backend: pod,
+            backend_saw: seen_ip.map(|ip| format!("client {ip}")),
+            source,
+            reply: Some("answered".into()),
+            source_ip_seen: seen_ip,
+            reply_translated: Some(true),
+            sport: shot.sport,
+        };
+    }
+    if let Some(err) = &shot.socket_error {
+        let verdict = if err == "timeout" { Verdict::Dropped } else { Verdict::Rejected };
+        return ShotObservation {
+            verdict,
+            backend: None,
+            backend_saw: None,
+            source: None,
+            reply: Some(err.clone()),
+            source_ip_seen: None,
+            reply_translated: None,
+            sport: shot.sport,
+        };
+    }
+
+    let (reply, translated) = match shot.answer {
+        Some(Answer::Reply { from, sport }) => {
+            let ok = from == plan.dst && sport == plan.dport;
+            (Some(format!("from {from}:{sport}")), Some(ok))
+        }
+        Some(Answer::Reset) => (Some("tcp-reset".to_string()), None),
+        Some(Answer::Unreachable { from, code }) => {
+            (Some(format!("icmp-unreachable code {code} from {}", who(from, nodes))), None)
+        }
+        None => (None, None),
+    };
+    let verdict = match (&shot.delivered, shot.answer) {
+        (Some(_), Some(Answer::Reply { .. })) if translated == Some(true) => Verdict::Delivered,
+        (Some(_), Some(Answer::Reply { .. })) => Verdict::DeliveredReplyUntranslated,
+        (Some(_), Some(Answer::Reset | Answer::Unreachable { .. })) => Verdict::DeliveredRefusedByBackend,
+        (Some(_), None) => Verdict::DeliveredNoReply,
+        (None, Some(Answer::Reset | Answer::Unreachable { .. })) => Verdict::Rejected,
+        // An answer without an observed delivery: something other than a pod answered.
+        (None, Some(Answer::Reply { .. })) => Verdict::DeliveredReplyUntranslated,
+        (None, None) => Verdict::Dropped,
+    };
+    let source = shot.delivered.as_ref().map(|d| {
+        if d.flow.src == client {
+            "preserved".to_string()
+        } else {
+            format!("masqueraded to {}", who(d.flow.src, nodes))
+        }
+    });
+    ShotObservation {
+        verdict,
+        backend: shot.delivered.as_ref().map(|d| d.pod.clone()),
+        backend_saw: shot.delivered.as_ref().map(|d| flow_text(&d.flow, client)),
+        source,
+        reply,
+        source_ip_seen: shot.delivered.as_ref().map(|d| d.flow.src),
+        reply_translated: translated,
+        sport: shot.sport,
+    }
+}
+
+/// Builds a probe's observation. `random_choice`: the proxier picks backends at random.
+pub fn observe_probe(plan: &ProbePlan, shots: &[Shot], nodes: &[NodeAddress], random_choice: bool) -> ProbeObservation {
+    let all: Vec<ShotObservation> = shots.iter().map(|s| observe_shot(plan, s, nodes)).collect();
+    let from = format!("{} ({}:{})", plan.source.label(), client_ip(plan), plan.sport);
+    let to = format!("{} {}:{}", plan.protocol.lower(), plan.dst, plan.dport);
+    let reached: Vec<String> = all.iter().filter_map(|s| s.backend.clone()).collect();
+    let client = Some(client_ip(plan));
+    if random_choice && all.len() > 1 {
+        // Ports differ per shot, so keep outcomes without the per-shot port details.
+        let distinct: BTreeSet<String> = all.iter().map(outcome_key).collect();
+        let outcomes = distinct
+            .into_iter()
+            .filter_map(|k| all.iter().find(|s| outcome_key(s) == k).map(strip_ports))
+            .collect();
+        let backends: BTreeSet<String> = reached.into_iter().collect();
+        return ProbeObservation {
+            probe: plan.name.clone(),
+            from,
+            to,
+            shots: Vec::new(),
+            outcomes: Some(outcomes),
+            shots_fired: Some(all.len() as u32),
+            backends: backends.into_iter().collect(),
+            all,
+            client_ip: client,
+        };
+    }
+    ProbeObservation {
+        probe: plan.name.clone(),
+        from,
+        to,
+        shots: all.clone(),
+        outcomes: None,
+        shots_fired: None,
+        backends: reached,
+        all,
+        client_ip: client,
+    }
+}
+
+fn outcome_key(s: &ShotObservation) -> String {
+    serde_yaml_ng::to_string(&strip_ports(s)).unwrap_or_default()
+}
+
+/// Replaces the shot's own source port (which differs per repetition) with `*`.
+fn strip_ports(s: &ShotObservation) -> ShotObservation {
+    let own = format!(":{} ", s.sport);
+    ShotObservation {
+        backend_saw: s.backend_saw.as_ref().map(|t| t.replace(&own, ":* ")),
+        ..s.clone()
+    }
+}
+
+/// Checks a probe's observation against its declared expectation; each violation is one
+/// readable line saying what Kubernetes requires and what was observed.
+pub fn check(expect: &Expectation, obs: &ProbeObservation, nodes: &[NodeAddress]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let name = &obs.probe;
+    for (i, shot) in obs.all.iter().enumerate() {
+        let at = if obs.all.len() > 1 {
+            format!("probe `{name}` shot {}", i + 1)
+        } else {
+            format!("probe `{name}`")
+        };
+        let observed = format!(
+            "observed {:?}{}",
+            shot.verdict,
+            shot.backend.as_ref().map(|b| format!(" at {b}")).unwrap_or_default()
+        );
+        if let Some(outcome) = expect.outcome {
+            let ok = match outcome {
+                OutcomeExpectation::Delivered => shot.verdict.delivered(),
+                OutcomeExpectation::Dropped => shot.verdict == Verdict::Dropped,
+                OutcomeExpectation::Rejected => shot.verdict == Verdict::Rejected,
+                OutcomeExpectation::NotDelivered => !shot.verdict.delivered(),
+            };
+            if !ok {
+                problems.push(format!("{at}: expected outcome {outcome:?}, {observed}"));
+            }
+        }
+        if !expect.reaches.is_empty() {
+            match &shot.backend {
+                Some(b) if expect.reaches.contains(b) => {}
+                _ => problems.push(format!(
+                    "{at}: expected delivery to one of [{}], {observed}",
+                    expect.reaches.join(", ")
+                )),
+            }
+        }
+        if let Some(src) = expect.source {
+            let seen = shot.source_ip_seen;
+            let ok = match (src, seen) {
+                (SourceExpectation::Preserved, Some(ip)) => Some(ip) == obs.client_ip,
+                (SourceExpectation::Masqueraded, Some(ip)) => {
+                    Some(ip) != obs.client_ip && nodes.iter().any(|n| n.ip == ip)
+                }
+                (_, None) => false,
+            };
+            if !ok {
+                problems.push(format!(
+                    "{at}: expected source {src:?} (client {}), observed {}",
+                    obs.client_ip.map(|c| c.to_string()).unwrap_or_default(),
+                    shot.source.clone().unwrap_or_else(|| "no delivery".into())
+                ));
+            }
+        }
+        if let Some(want_reply) = expect.reply {
+            let got = shot.reply_translated == Some(true);
+            if want_reply != got {
+                problems.push(format!(
+                    "{at}: expected {}a reply from the address the client used ({}), observed {}",
+                    if want_reply { "" } else { "no " },
+                    obs.to,
+                    shot.reply.clone().unwrap_or_else(|| "no reply".into())
+                ));
+            }
+        }
+    }
+    problems
+}

@@ -1,0 +1,457 @@
+//! Probes: one first packet from a source to a destination, and what the kernel made of it.
+//!
+//! Pod and external sources inject a pnet-crafted frame at L2 on their own interface, as if
+//! their kernel had sent it; node and node-localhost sources open real sockets, because only
+//! locally generated traffic traverses OUTPUT the way a node process's does. Captures on every
+//! pod's veth record where the packet arrived and with which addresses (the observed DNAT and
+//! SNAT); a capture on the source records what came back.
+
+pub mod packet;
+
+use crate::capture::{Capture, Flow};
+use crate::netns::Netns;
+use crate::scenario::{Probe, Protocol, Scenario, ServicePort, TargetPort, Via};
+use crate::topology::naming::{mac_for, BRIDGE_IF, UNDERLAY_IF};
+use crate::topology::Topology;
+use anyhow::{anyhow, bail, Context, Result};
+use packet::{Answer, ProbePacket};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a probe waits for its packet to arrive and be answered.
+pub fn probe_timeout() -> Duration {
+    let ms = std::env::var("KPCT_PROBE_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    Duration::from_millis(ms)
+}
+
+/// Where a probe starts, resolved against the topology.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// Inject a crafted frame on `eth0` of a pod or of the external client.
+    Crafted {
+        label: String,
+        ns_name: String,
+        ip: Ipv4Addr,
+        mac: [u8; 6],
+        next_hop_mac: [u8; 6],
+    },
+    /// A real socket in a node's namespace, bound to `ip` (node IP or 127.0.0.1).
+    Socket { label: String, node: String, ip: Ipv4Addr },
+}
+
+impl Source {
+    pub fn label(&self) -> &str {
+        match self {
+            Source::Crafted { label, .. } | Source::Socket { label, .. } => label,
+        }
+    }
+}
+
+/// A probe ready to fire.
+#[derive(Debug, Clone)]
+pub struct ProbePlan {
+    pub name: String,
+    pub source: Source,
+    pub protocol: Protocol,
+    pub dst: Ipv4Addr,
+    pub dport: u16,
+    /// Source port of the first repetition; repetition r uses `sport + r`.
+    pub sport: u16,
+    pub repeat: u32,
+}
+
+/// Resolves probe number `index` of `scenario`.
+pub fn plan(scenario: &Scenario, topo: &Topology, index: usize) -> Result<ProbePlan> {
+    let probe = scenario
+        .probes
+        .get(index)
+        .ok_or_else(|| anyhow!("no probe #{index}"))?;
+    let ctx = || format!("probe `{}`", probe.name);
+    let (protocol, dst, dport, via_node) = destination(scenario, probe).with_context(ctx)?;
+    let source = source(scenario, topo, probe, dst, via_node.as_deref()).with_context(ctx)?;
+    let sport = u16::try_from(probe.first_source_port(index))
+        .map_err(|_| anyhow!("probe `{}`: source port out of range", probe.name))?;
+    Ok(ProbePlan {
+        name: probe.name.clone(),
+        source,
+        protocol,
+        dst,
+        dport,
+        sport,
+        repeat: probe.repeat.max(1),
+    })
+}
+
+fn find_port<'a>(ports: &'a [ServicePort], wanted: Option<&TargetPort>) -> Result<&'a ServicePort> {
+    match wanted {
+        None => ports.first().ok_or_else(|| anyhow!("service has no ports")),
+        Some(TargetPort::Number(n)) => ports
+            .iter()
+            .find(|p| p.port == *n)
+            .ok_or_else(|| anyhow!("service has no port {n}")),
+        Some(TargetPort::Name(name)) => ports
+            .iter()
+            .find(|p| p.name.as_deref() == Some(name.as_str()))
+            .ok_or_else(|| anyhow!("service has no port named {name}")),
+    }
+}
+
+/// (protocol, destination IP, destination port, node to enter through).
+fn destination(scenario: &Scenario, probe: &Probe) -> Result<(Protocol, Ipv4Addr, u16, Option<String>)> {
+    let to = &probe.to;
+    if let Some(ip) = to.ip {
+        let dport = to.dport.ok_or_else(|| anyhow!("`to.ip` needs `to.dport`"))?;
+        let node = to.node.clone().or_else(|| {
+            scenario
+                .topology
+                .nodes
+                .iter()
+                .find(|n| n.ip == ip)
+                .map(|n| n.name.clone())
+        });
+        return Ok((probe.protocol, ip, dport, node));
+    }
+    let wanted = to
+        .service
+        .as_deref()
+        .ok_or_else(|| anyhow!("`to` needs `service` or `ip`"))?;
+    let (ns, name) = wanted.split_once('/').unwrap_or(("default", wanted));
+    let svc = scenario
+        .services
+        .iter()
+        .find(|s| s.name == name && s.namespace == ns)
+        .ok_or_else(|| anyhow!("no service {ns}/{name}"))?;
+    let port = find_port(&svc.spec.ports, to.port.as_ref())?;
+    let via = to.via.unwrap_or(Via::ClusterIP);
+    let first_node = || scenario.topology.nodes.first().map(|n| n.name.clone());
+    let (ip, dport, node) = match via {
+        Via::ClusterIP => {
+            let ip = svc
+                .spec
+                .cluster_ip
+                .as_deref()
+                .and_then(|c| c.parse().ok())
+                .ok_or_else(|| anyhow!("service {ns}/{name} has no ClusterIP"))?;
+            (ip, port.port, None)
+        }
+        Via::NodePort => {
+            let node_name = to
+                .node
+                .clone()
+                .ok_or_else(|| anyhow!("`via: nodePort` needs `to.node`"))?;
+            let node = scenario
+                .topology
+                .nodes
+                .iter()
+                .find(|n| n.name == node_name)
+                .ok_or_else(|| anyhow!("no node {node_name}"))?;
+            let np = port
+                .node_port
+                .ok_or_else(|| anyhow!("service {ns}/{name} port {} has no nodePort", port.port))?;
+            let ip = if probe.from.node_localhost.is_some() {
+                Ipv4Addr::LOCALHOST
+            } else {
+                node.ip
+            };
+            (ip, np, Some(node_name))
+        }
+        Via::ExternalIP => {
+            let ip = *svc
+                .spec
+                .external_ips
+                .first()
+                .ok_or_else(|| anyhow!("service {ns}/{name} has no externalIPs"))?;
+            (ip, port.port, to.node.clone().or_else(first_node))
+        }
+        Via::LoadBalancer => {
+            let ip = svc
+                .status
+                .load_balancer
+                .ingress
+                .first()
+                .map(|i| i.ip)
+                .ok_or_else(|| anyhow!("service {ns}/{name} has no load balancer ingress IP"))?;
+            (ip, port.port, to.node.clone().or_else(first_node))
+        }
+    };
+    Ok((port.protocol, ip, dport, node))
+}
+
+fn source(
+    scenario: &Scenario,
+    topo: &Topology,
+    probe: &Probe,
+    dst: Ipv4Addr,
+    via_node: Option<&str>,
+) -> Result<Source> {
+    let from = &probe.from;
+    if let Some(pod_name) = &from.pod {
+        let pod = topo.pod(pod_name)?;
+        return Ok(Source::Crafted {
+            label: format!("pod {pod_name}"),
+            ns_name: pod.netns.name().to_string(),
+            ip: pod.ip,
+            mac: pod.mac,
+            next_hop_mac: mac_for(&format!("node/{}/{BRIDGE_IF}", pod.node)),
+        });
+    }
+    if from.external {
+        let ext = topo.external()?;
+        // An external client reaches node IPs directly and VIPs through a node acting as the
+        // next hop (as an upstream router would route them).
+        let node = scenario
+            .topology
+            .nodes
+            .iter()
+            .find(|n| n.ip == dst)
+            .map(|n| n.name.as_str())
+            .or(via_node)
+            .ok_or_else(|| anyhow!("cannot tell which node an external packet to {dst} enters; set `to.node`"))?;
+        return Ok(Source::Crafted {
+            label: format!("external {}", ext.name),
+            ns_name: ext.netns.name().to_string(),
+            ip: ext.ip,
+            mac: ext.mac,
+            next_hop_mac: mac_for(&format!("node/{node}/{UNDERLAY_IF}")),
+        });
+    }
+    if let Some(node) = &from.node {
+        return Ok(Source::Socket {
+            label: format!("node {node}"),
+            node: node.clone(),
+            ip: topo.node(node)?.ip,
+        });
+    }
+    if let Some(node) = &from.node_localhost {
+        topo.node(node)?;
+        return Ok(Source::Socket {
+            label: format!("node {node} localhost"),
+            node: node.clone(),
+            ip: Ipv4Addr::LOCALHOST,
+        });
+    }
+    bail!("`from` names no source")
+}
+
+/// Where one repetition of a probe was delivered, if anywhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub pod: String,
+    /// The packet as the backend received it.
+    pub flow: Flow,
+}
+
+/// The raw outcome of one repetition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shot {
+    pub sport: u16,
+    pub delivered: Option<Delivery>,
+    pub answer: Option<Answer>,
+    /// For socket probes: what the backend said it saw (`client=IP:PORT pod=NAME`).
+    pub app_answer: Option<String>,
+    /// For socket probes: the error the connecting socket got (refused, timed out, …).
+    pub socket_error: Option<String>,
+}
+
+/// Empties conntrack in every node, so no probe rides on state left by another.
+pub fn flush_conntrack(topo: &Topology) -> Result<()> {
+    for node in topo.nodes() {
+        node.netns
+            .exec("conntrack", &["-F"])
+            .with_context(|| format!("flushing conntrack on node {}", node.name))?;
+    }
+    Ok(())
+}
+
+/// Fires every repetition of `plan` and returns what each observed.
+pub fn fire(topo: &Topology, plan: &ProbePlan, timeout: Duration) -> Result<Vec<Shot>> {
+    let mut shots = Vec::new();
+    for rep in 0..plan.repeat {
+        let sport = plan
+            .sport
+            .checked_add(rep as u16)
+            .ok_or_else(|| anyhow!("probe {}: source ports run past 65535", plan.name))?;
+        flush_conntrack(topo)?;
+        let shot = match &plan.source {
+            Source::Crafted {
+                ns_name,
+                ip,
+                mac,
+                next_hop_mac,
+                ..
+            } => {
+                let ns = topo
+                    .namespaces()
+                    .into_iter()
+                    .find(|n| n.name() == ns_name)
+                    .ok_or_else(|| anyhow!("namespace {ns_name} is gone"))?;
+                let packet = ProbePacket {
+                    protocol: plan.protocol,
+                    src_mac: *mac,
+                    dst_mac: *next_hop_mac,
+                    src: *ip,
+                    sport,
+                    dst: plan.dst,
+                    dport: plan.dport,
+                    seq: sequence_number(&plan.name, rep),
+                };
+                fire_crafted(topo, ns, &packet, timeout)?
+            }
+            Source::Socket { node, ip, .. } => {
+                let ns = &topo.node(node)?.netns;
+                fire_socket(ns, plan.protocol, SocketAddrV4::new(*ip, sport), SocketAddrV4::new(plan.dst, plan.dport), timeout)?
+            }
+        };
+        shots.push(shot);
+    }
+    Ok(shots)
+}
+
+/// A TCP ISN derived from the probe name and repetition (FNV-1a): fixed per probe, distinct
+/// between probes, so a capture can tell probes apart even after NAT.
+pub fn sequence_number(name: &str, rep: u32) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in name.bytes().chain(rep.to_be_bytes()) {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+fn fire_crafted(topo: &Topology, src_ns: &Netns, packet: &ProbePacket, timeout: Duration) -> Result<Shot> {
+    // Open every capture before sending anything.
+    let mut at_source = Capture::open(src_ns, "eth0")?;
+    let mut at_pods = Vec::new();
+    for pod in topo.pods() {
+        let node = topo.node(&pod.node)?;
+        at_pods.push((pod, Capture::open(&node.netns, &pod.host_veth)?));
+    }
+    let deadline = Instant::now() + timeout;
+    let answered = AtomicBool::new(false);
+    let arrived = AtomicBool::new(false);
+    at_source.send(&packet.frame())?;
+
+    std::thread::scope(|scope| -> Result<Shot> {
+        let pod_watchers: Vec<_> = at_pods
+            .iter_mut()
+            .map(|(pod, cap)| {
+                let (answered, arrived) = (&answered, &arrived);
+                scope.spawn(move || -> Result<Option<Delivery>> {
+                    // Until the deadline, or until the source got its answer and this capture
+                    // has nothing left buffered (the forward packet, if it came here, precedes
+                    // the answer, so it is already queued by then).
+                    while Instant::now() < deadline {
+                        let slice = if answered.load(Ordering::SeqCst) || arrived.load(Ordering::SeqCst) {
+                            Duration::from_millis(1)
+                        } else {
+                            deadline.saturating_duration_since(Instant::now())
+                        };
+                        match cap.wait_for(slice.min(Duration::from_millis(50)), |f| packet.is_forward(f, pod.mac))? {
+                            Some(frame) => {
+                                arrived.store(true, Ordering::SeqCst);
+                                return Ok(frame.flow().map(|flow| Delivery {
+                                    pod: pod.name.clone(),
+                                    flow,
+                                }));
+                            }
+                            None if answered.load(Ordering::SeqCst) || arrived.load(Ordering::SeqCst) => {
+                                return Ok(None)
+                            }
+                            None => {}
+                        }
+                    }
+                    Ok(None)
+                })
+            })
+            .collect();
+        let answer = at_source.wait_for(deadline.saturating_duration_since(Instant::now()), |f| {
+            packet.answer(f).is_some()
+        })?;
+        answered.store(true, Ordering::SeqCst);
+        let mut delivered = None;
+        for w in pod_watchers {
+            let d = w.join().map_err(|_| anyhow!("capture thread panicked"))??;
+            if delivered.is_none() {
+                delivered = d;
+            }
+        }
+        Ok(Shot {
+            sport: packet.sport,
+            delivered,
+            answer: answer.and_then(|f| packet.answer(&f)),
+            app_answer: None,
+            socket_error: None,
+        })
+    })
+}
+
+fn fire_socket(ns: &Netns, protocol: Protocol, local: SocketAddrV4, remote: SocketAddrV4, timeout: Duration) -> Result<Shot> {
+    let outcome = ns.run(move || -> std::io::Result<String> {
+        use std::io::{Read, Write};
+        match protocol {
+            Protocol::Tcp => {
+                let socket = nix::sys::socket::socket(
+                    nix::sys::socket::AddressFamily::Inet,
+                    nix::sys::socket::SockType::Stream,
+                    nix::sys::socket::SockFlag::empty(),
+                    None,
+                )?;
+                nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::ReuseAddr, &true)?;
+                nix::sys::socket::bind(
+                    std::os::fd::AsRawFd::as_raw_fd(&socket),
+                    &nix::sys::socket::SockaddrIn::from(local),
+                )?;
+                let stream = std::net::TcpStream::from(socket);
+                // connect with timeout via a second, non-blocking attempt is overkill here:
+                // SO_SNDTIMEO bounds the blocking connect on Linux.
+                stream.set_write_timeout(Some(timeout))?;
+                stream.set_read_timeout(Some(timeout))?;
+                let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+                nix::sys::socket::connect(fd, &nix::sys::socket::SockaddrIn::from(remote))?;
+                let mut s = stream;
+                let mut answer = String::new();
+                s.read_to_string(&mut answer)?;
+                let _ = s.flush();
+                Ok(answer)
+            }
+            Protocol::Udp => {
+                let s = std::net::UdpSocket::bind(local)?;
+                s.set_read_timeout(Some(timeout))?;
+                s.send_to(b"clientip", remote)?;
+                let mut buf = [0u8; 512];
+                let (n, _) = s.recv_from(&mut buf)?;
+                Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+            }
+            Protocol::Sctp => Err(std::io::Error::other("SCTP socket probes are not supported")),
+        }
+    })?;
+    Ok(match outcome {
+        Ok(answer) => Shot {
+            sport: local.port(),
+            delivered: None,
+            answer: None,
+            app_answer: Some(answer.trim().to_string()),
+            socket_error: None,
+        },
+        Err(e) => Shot {
+            sport: local.port(),
+            delivered: None,
+            answer: None,
+            app_answer: None,
+            socket_error: Some(socket_error_kind(&e)),
+        },
+    })
+}
+
+fn socket_error_kind(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => "refused".into(),
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => "timeout".into(),
+        std::io::ErrorKind::HostUnreachable | std::io::ErrorKind::NetworkUnreachable => "unreachable".into(),
+        _ => format!("error: {e}"),
+    }
+}

@@ -1,0 +1,120 @@
+//! The probe machinery against the real kernel, without any proxier: direct pod-to-pod paths
+//! whose correct outcome is known, so the verdicts themselves are what is under test.
+
+use kpct::backends::Backends;
+use kpct::observe::{observe_probe, Verdict};
+use kpct::probe::{self, packet::ProbePacket};
+use kpct::scenario::{self, Protocol, Scenario};
+use kpct::topology::Topology;
+use std::time::Duration;
+
+const SCENARIO: &str = r#"
+topology:
+  underlay: 192.168.1.0/24
+  clusterCIDR: 10.244.0.0/16
+  nodes:
+    - { name: node-a, ip: 192.168.1.10, podCIDR: 10.244.1.0/24 }
+    - { name: node-b, ip: 192.168.1.11, podCIDR: 10.244.2.0/24 }
+  pods:
+    - name: a1
+      node: node-a
+      ip: 10.244.1.10
+    - name: b1
+      node: node-b
+      ip: 10.244.2.10
+      ports:
+        - { containerPort: 8080, protocol: TCP }
+        - { containerPort: 5353, protocol: UDP }
+  external: { ip: 192.168.1.100 }
+probes:
+  - { name: tcp-direct, from: { pod: a1 }, to: { ip: 10.244.2.10, dport: 8080 } }
+  - { name: udp-direct, from: { pod: a1 }, to: { ip: 10.244.2.10, dport: 5353 }, protocol: UDP }
+  - { name: no-listener, from: { pod: a1 }, to: { ip: 10.244.2.10, dport: 9999 } }
+  - { name: nobody-home, from: { pod: a1 }, to: { ip: 10.244.2.99, dport: 8080 } }
+  - { name: node-socket, from: { node: node-a }, to: { ip: 10.244.2.10, dport: 8080 } }
+  - { name: node-socket-udp, from: { node: node-a }, to: { ip: 10.244.2.10, dport: 5353 }, protocol: UDP }
+  - { name: external-to-pod, from: { external: true }, to: { ip: 10.244.2.10, dport: 8080, node: node-b } }
+"#;
+
+const TIMEOUT: Duration = Duration::from_millis(1500);
+
+fn scenario() -> Scenario {
+    scenario::parse(SCENARIO, "probe-test.yaml").expect("scenario is valid")
+}
+
+async fn observe(name: &str) -> kpct::observe::ProbeObservation {
+    let s = scenario();
+    let topo = Topology::build(&s).await.unwrap();
+    let _servers = Backends::start(&topo, &s.topology.pods).unwrap();
+    let index = s.probes.iter().position(|p| p.name == name).unwrap();
+    let plan = probe::plan(&s, &topo, index).unwrap();
+    let shots = probe::fire(&topo, &plan, TIMEOUT).unwrap();
+    observe_probe(&plan, &shots, &[], false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crafted_tcp_syn_is_delivered_untranslated_and_answered() {
+    let obs = observe("tcp-direct").await;
+    let shot = &obs.shots[0];
+    assert_eq!(shot.verdict, Verdict::Delivered, "{obs:#?}");
+    assert_eq!(shot.backend.as_deref(), Some("b1"));
+    assert_eq!(shot.backend_saw.as_deref(), Some("10.244.1.10:40000 -> 10.244.2.10:8080"));
+    assert_eq!(shot.source.as_deref(), Some("preserved"));
+    assert_eq!(shot.reply.as_deref(), Some("from 10.244.2.10:8080"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crafted_udp_datagram_is_echoed() {
+    let obs = observe("udp-direct").await;
+    assert_eq!(obs.shots[0].verdict, Verdict::Delivered, "{obs:#?}");
+    assert_eq!(obs.shots[0].backend_saw.as_deref(), Some("10.244.1.10:40100 -> 10.244.2.10:5353"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_without_listener_is_refused_by_the_backend() {
+    let obs = observe("no-listener").await;
+    assert_eq!(obs.shots[0].verdict, Verdict::DeliveredRefusedByBackend, "{obs:#?}");
+    assert_eq!(obs.shots[0].reply.as_deref(), Some("tcp-reset"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_nobody_owns_times_out_as_dropped() {
+    let obs = observe("nobody-home").await;
+    assert_eq!(obs.shots[0].verdict, Verdict::Dropped, "{obs:#?}");
+    assert_eq!(obs.backends, Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socket_probes_report_what_the_backend_saw() {
+    let obs = observe("node-socket").await;
+    assert_eq!(obs.shots[0].verdict, Verdict::Delivered, "{obs:#?}");
+    assert_eq!(obs.shots[0].backend.as_deref(), Some("b1"));
+    assert_eq!(obs.shots[0].source.as_deref(), Some("preserved"));
+    let obs = observe("node-socket-udp").await;
+    assert_eq!(obs.shots[0].backend.as_deref(), Some("b1"), "{obs:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_client_enters_through_the_named_node() {
+    let obs = observe("external-to-pod").await;
+    assert_eq!(obs.shots[0].verdict, Verdict::Delivered, "{obs:#?}");
+    assert_eq!(obs.shots[0].backend_saw.as_deref(), Some("192.168.1.100:40600 -> 10.244.2.10:8080"));
+}
+
+#[test]
+fn probe_sequence_numbers_are_stable_and_distinct() {
+    assert_eq!(probe::sequence_number("a", 0), probe::sequence_number("a", 0));
+    assert_ne!(probe::sequence_number("a", 0), probe::sequence_number("a", 1));
+    assert_ne!(probe::sequence_number("a", 0), probe::sequence_number("b", 0));
+    let p = ProbePacket {
+        protocol: Protocol::Tcp,
+        src_mac: [2, 0, 0, 0, 0, 1],
+        dst_mac: [2, 0, 0, 0, 0, 2],
+        src: "10.0.0.1".parse().unwrap(),
+        sport: 1,
+        dst: "10.0.0.2".parse().unwrap(),
+        dport: 2,
+        seq: 7,
+    };
+    assert_eq!(p.frame(), p.clone().frame());
+}
