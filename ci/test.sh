@@ -12,8 +12,7 @@
 #   --vm       always use the VM, even if this kernel has IP_VS.
 #   --native   never use the VM; IPVS tests fail (loudly) if this kernel has no IP_VS.
 #   TEST-ARGS  passed to every test binary (e.g. a name filter).
-# Environment: KPCT_VM_KERNEL=/boot/vmlinuz-X picks the VM kernel; KPCT_VM_TIMEOUT (seconds,
-# default 1500) bounds the VM run; KPCT_VM_MEMORY (default 3G).
+# Environment: KPCT_VM_KERNEL, KPCT_VM_TIMEOUT, KPCT_VM_MEMORY (see ci/vm.sh).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -68,23 +67,8 @@ if [ "$mode" = native ]; then
   echo "==> running natively on $(uname -r)"
   "${runner[@]}"
 else
-  kernel="${KPCT_VM_KERNEL:-$(bash "$repo/ci/find-ipvs-kernel.sh")}"
-  if [ -z "$kernel" ]; then
-    echo "ci/test.sh: this kernel has no IP_VS and no installed kernel with IP_VS modules was found;" >&2
-    echo "            run ci/install-deps.sh (installs linux-image-amd64 and virtme-ng)" >&2
-    exit 2
-  fi
-  vng="$(command -v vng || true)"
-  if [ -z "$vng" ]; then
-    echo "ci/test.sh: virtme-ng (vng) is not installed; run ci/install-deps.sh" >&2
-    exit 2
-  fi
-  echo "==> this kernel ($(uname -r)) lacks IP_VS: running in a VM with $(basename "$kernel") (TCG; boot takes ~40 s)"
-  # KVM guests hang on some hosts; TCG is slower but always works.
   set +e
-  timeout --foreground "${KPCT_VM_TIMEOUT:-1500}" "$vng" --disable-kvm --run "$kernel" \
-    --memory "${KPCT_VM_MEMORY:-3G}" --cpus "$(nproc)" --rwdir "$out" --rwdir "$repo/snapshots" \
-    --exec "$(printf '%q ' "${runner[@]}")" </dev/null
+  bash "$repo/ci/vm.sh" --rwdir "$repo" -- "${runner[@]}"
   vm_rc=$?
   set -e
   if [ ! -f "$out/summary" ]; then

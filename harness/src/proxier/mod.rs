@@ -14,4 +14,22 @@ pub trait Proxier {
     /// Stable name used in reports and snapshot file names.
     fn name(&self) -> &'static str;
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming>;
+
+    /// Whether backend choice is random by design (iptables `statistic --mode random`), so
+    /// observations record the set of backends reached rather than the sequence.
+    fn random_backend_choice(&self) -> bool {
+        false
+    }
 }
+
+/// The built-in reference proxiers, by name.
+pub fn builtin(name: &str) -> Option<Box<dyn Proxier + Send + Sync>> {
+    match name {
+        "kube-proxy-ipvs" => Some(Box::new(kube_proxy_ipvs::KubeProxyIpvs)),
+        "kube-proxy-iptables" => Some(Box::new(kube_proxy_iptables::KubeProxyIptables)),
+        _ => None,
+    }
+}
+
+/// Names accepted by [`builtin`].
+pub const BUILTIN: [&str; 2] = ["kube-proxy-ipvs", "kube-proxy-iptables"];

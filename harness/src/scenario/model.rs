@@ -444,6 +444,10 @@ pub struct Probe {
     pub repeat: u32,
     #[serde(default)]
     pub expect: Option<Expectation>,
+    /// Per-proxier expectations replacing `expect` for that proxier (by name), where
+    /// implementations legitimately differ; the scenario's comments must say why.
+    #[serde(default)]
+    pub expect_for: BTreeMap<String, Expectation>,
 }
 
 fn one() -> u32 {
@@ -451,6 +455,11 @@ fn one() -> u32 {
 }
 
 impl Probe {
+    /// The expectation that applies to `proxier`.
+    pub fn expectation_for(&self, proxier: &str) -> Option<&Expectation> {
+        self.expect_for.get(proxier).or(self.expect.as_ref())
+    }
+
     /// The source port of the first repetition of the probe at `index` in its scenario.
     pub fn first_source_port(&self, index: usize) -> u32 {
         match self.source_port {

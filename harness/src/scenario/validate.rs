@@ -4,6 +4,7 @@
 //! is fixed in one round.
 
 use super::model::{
+    Expectation,
     EndpointSlice, Ipv4Cidr, OutcomeExpectation, Pod, Probe, ProbeTarget, Protocol, Scenario,
     Service, ServicePort, ServiceType, SessionAffinity, TargetPort, TrafficPolicy, Via,
 };
@@ -850,7 +851,7 @@ impl<'a> Checker<'a> {
             self.probe_source(&path, probe);
             self.probe_target(&path, probe);
             self.probe_ports(&path, probe, i);
-            self.expectation(&path, probe);
+            self.expectations(&path, probe);
         }
     }
 
@@ -1070,11 +1071,17 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn expectation(&mut self, path: &FieldPath, probe: &Probe) {
-        let Some(expect) = &probe.expect else {
-            return;
-        };
-        let path = path.key("expect");
+    fn expectations(&mut self, path: &FieldPath, probe: &Probe) {
+        if let Some(expect) = &probe.expect {
+            self.expectation(&path.key("expect"), expect);
+        }
+        for (proxier, expect) in &probe.expect_for {
+            self.expectation(&path.key("expectFor").key(proxier), expect);
+        }
+    }
+
+    fn expectation(&mut self, path: &FieldPath, expect: &Expectation) {
+        let path = path.clone();
         for (k, pod) in expect.reaches.iter().enumerate() {
             if self.pod(pod).is_none() {
                 self.err(path.key("reaches").idx(k), format!("unknown pod `{pod}`"));

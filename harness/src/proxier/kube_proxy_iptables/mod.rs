@@ -101,6 +101,11 @@ impl Proxier for KubeProxyIptables {
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
         Ok(program_with(cluster, node, &Config::from_cluster(cluster)))
     }
+
+    /// KUBE-SVC chains pick endpoints with `statistic --mode random`.
+    fn random_backend_choice(&self) -> bool {
+        true
+    }
 }
 
 /// The kube-proxy settings that shape the output: scenario options plus kube-proxy defaults.

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs the kpct CLI where the kernel can run it: natively when this kernel has IP_VS and dummy,
+# otherwise inside a VM (ci/vm.sh) with the repository writable, so reports, JUnit files and
+# pending snapshots written under it come back. Usage: sudo ci/kpct.sh COMMAND [ARGS...]
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+cargo build --release -p kpct --quiet
+bin="$repo/target/release/kpct"
+if "$bin" caps --quiet --require ip_vs,dummy; then
+  exec "$bin" "$@"
+fi
+exec bash "$repo/ci/vm.sh" --rwdir "$repo" -- "$bin" "$@"

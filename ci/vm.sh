@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs a command inside a virtme-ng VM that boots an installed kernel with IP_VS, sharing this
+# machine's filesystem read-only; WRITABLE-DIRs (absolute) are written back. Exit status is the
+# command's. Used when this kernel lacks IP_VS (KVM guests hang on some hosts, so TCG is used).
+# Usage: ci/vm.sh [--rwdir DIR]... -- COMMAND [ARGS...]
+# Environment: KPCT_VM_KERNEL=/boot/vmlinuz-X, KPCT_VM_TIMEOUT (s, default 1500),
+#              KPCT_VM_MEMORY (default 3G)
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+rw=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rwdir) mkdir -p "$2"; rw+=(--rwdir "$2"); shift 2 ;;
+    --) shift; break ;;
+    *) echo "ci/vm.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[ $# -gt 0 ] || { echo "ci/vm.sh: no command given" >&2; exit 2; }
+
+kernel="${KPCT_VM_KERNEL:-$(bash "$repo/ci/find-ipvs-kernel.sh")}"
+if [ -z "$kernel" ]; then
+  echo "ci/vm.sh: no installed kernel with IP_VS modules found; run ci/install-deps.sh" >&2
+  exit 2
+fi
+vng="$(command -v vng || true)"
+if [ -z "$vng" ]; then
+  echo "ci/vm.sh: virtme-ng (vng) is not installed; run ci/install-deps.sh" >&2
+  exit 2
+fi
+echo "==> $(uname -r) lacks IP_VS: running in a VM with $(basename "$kernel") (TCG; boot takes ~40 s)" >&2
+exec timeout --foreground "${KPCT_VM_TIMEOUT:-1500}" "$vng" --disable-kvm --run "$kernel" \
+  --memory "${KPCT_VM_MEMORY:-3G}" --cpus "$(nproc)" "${rw[@]}" \
+  --exec "cd $(printf '%q' "$PWD") && $(printf '%q ' "$@")" </dev/null
