@@ -7,7 +7,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 cargo build --release -p kpct --quiet
 bin="$repo/target/release/kpct"
-if "$bin" caps --quiet --require ip_vs,dummy; then
+if "$bin" caps --quiet --require ip_vs,dummy,br_netfilter; then
   exec "$bin" "$@"
 fi
 exec bash "$repo/ci/vm.sh" --rwdir "$repo" -- "$bin" "$@"

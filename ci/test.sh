@@ -59,7 +59,7 @@ if [ "$quick" = 1 ]; then
   skip=(--skip needs_ipvs)
   echo "==> QUICK MODE: tests that need IP_VS (needs_ipvs_*) are NOT run; this is not a full run"
 elif [ "$mode" = auto ]; then
-  if "$kpct" caps --quiet --require ip_vs,dummy; then mode=native; else mode=vm; fi
+  if "$kpct" caps --quiet --require ip_vs,dummy,br_netfilter; then mode=native; else mode=vm; fi
 fi
 
 runner=(bash "$repo/ci/run-binaries.sh" "$out" "${skip[@]}" -- "${test_args[@]}")

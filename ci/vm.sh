@@ -2,6 +2,7 @@
 # Runs a command inside a virtme-ng VM that boots an installed kernel with IP_VS, sharing this
 # machine's filesystem read-only; WRITABLE-DIRs (absolute) are written back. Exit status is the
 # command's. Used when this kernel lacks IP_VS (KVM guests hang on some hosts, so TCG is used).
+# The VM is throwaway, so it loads br_netfilter (which a Kubernetes node has) before the command.
 # Usage: ci/vm.sh [--rwdir DIR]... -- COMMAND [ARGS...]
 # Environment: KPCT_VM_KERNEL=/boot/vmlinuz-X, KPCT_VM_TIMEOUT (s, default 1500),
 #              KPCT_VM_MEMORY (default 3G)
@@ -30,4 +31,4 @@ fi
 echo "==> $(uname -r) lacks IP_VS: running in a VM with $(basename "$kernel") (TCG; boot takes ~40 s)" >&2
 exec timeout --foreground "${KPCT_VM_TIMEOUT:-1500}" "$vng" --disable-kvm --run "$kernel" \
   --memory "${KPCT_VM_MEMORY:-3G}" --cpus "$(nproc)" "${rw[@]}" \
-  --exec "cd $(printf '%q' "$PWD") && $(printf '%q ' "$@")" </dev/null
+  --exec "modprobe -a br_netfilter ip_vs dummy xt_ipvs 2>/dev/null; cd $(printf '%q' "$PWD") && $(printf '%q ' "$@")" </dev/null

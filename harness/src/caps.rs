@@ -39,10 +39,11 @@ pub enum Feature {
     XtIpvs,
     IpSet,
     Iptables,
+    BrNetfilter,
 }
 
 impl Feature {
-    pub const ALL: [Feature; 7] = [
+    pub const ALL: [Feature; 8] = [
         Feature::IpVs,
         Feature::Dummy,
         Feature::Vxlan,
@@ -50,6 +51,7 @@ impl Feature {
         Feature::XtIpvs,
         Feature::IpSet,
         Feature::Iptables,
+        Feature::BrNetfilter,
     ];
 
     pub fn name(self) -> &'static str {
@@ -61,6 +63,7 @@ impl Feature {
             Feature::XtIpvs => "xt_ipvs",
             Feature::IpSet => "ipset",
             Feature::Iptables => "iptables",
+            Feature::BrNetfilter => "br_netfilter",
         }
     }
 
@@ -112,11 +115,13 @@ impl fmt::Display for Capabilities {
 
 /// Loads the modules kube-proxy's IPVS mode needs, as kube-proxy's cleanup does
 /// (`modprobe -va ip_vs`), so that module-based kernels report what they really can do.
-/// Failures are fine: the feature probes say what is missing.
+/// Failures are fine: the feature probes say what is missing. `br_netfilter` is deliberately
+/// not loaded: loading it switches the host's own bridges to pass through iptables. Kubernetes
+/// nodes load it (kubeadm's preflight requires it); the suite's VM runner loads it in its VM.
 fn load_modules() {
     for module in [
         "ip_vs", "ip_vs_rr", "ip_vs_wrr", "ip_vs_lc", "ip_vs_wlc", "ip_vs_sh", "ip_vs_dh", "ip_vs_mh",
-        "ip_vs_sed", "ip_vs_nq", "xt_ipvs", "dummy", "vxlan", "br_netfilter", "nf_conntrack",
+        "ip_vs_sed", "ip_vs_nq", "xt_ipvs", "dummy", "vxlan", "nf_conntrack",
     ] {
         let _ = std::process::Command::new("modprobe")
             .args(["-q", module])
@@ -130,6 +135,20 @@ fn probe_cmd(ns: &Netns, program: &str, args: &[&str]) -> Cap {
         Err(e) => Cap::No(format!("{e:#}")),
     }
 }
+
+/// Bridged pod-to-pod replies only pass IPVS/conntrack reverse NAT when bridged IPv4 goes
+/// through netfilter (`net.bridge.bridge-nf-call-iptables`, per namespace since Linux 5.3).
+fn br_netfilter(ns: &Netns) -> Result<Cap> {
+    let present = ns.run(|| std::path::Path::new(BRIDGE_NF_CALL_IPTABLES).exists())?;
+    Ok(if present {
+        Cap::Yes
+    } else {
+        Cap::No("br_netfilter is not loaded (no net.bridge.bridge-nf-call-iptables): replies between pods on one bridge bypass service reverse-NAT; `modprobe br_netfilter`, as every Kubernetes node does".into())
+    })
+}
+
+/// The sysctl file that exists once br_netfilter is active in a namespace.
+pub const BRIDGE_NF_CALL_IPTABLES: &str = "/proc/sys/net/bridge/bridge-nf-call-iptables";
 
 /// Probes the kernel. Creates and removes one namespace; never touches the root namespace.
 pub fn detect() -> Result<Capabilities> {
@@ -157,6 +176,7 @@ pub fn detect() -> Result<Capabilities> {
         ),
         (Feature::IpSet, probe_cmd(&ns, "ipset", &["create", "kpct-probe", "hash:ip"])),
         (Feature::Iptables, probe_cmd(&ns, "iptables", &["-w", "-t", "nat", "-S"])),
+        (Feature::BrNetfilter, br_netfilter(&ns)?),
     ];
     let ipset_types = IpSetType::ALL
         .into_iter()

@@ -16,6 +16,7 @@ pub mod naming;
 
 pub use link::NetlinkNs;
 
+use crate::caps::BRIDGE_NF_CALL_IPTABLES;
 use crate::netns::{install_signal_cleanup, Netns};
 use crate::scenario::{Ipv4Cidr, Scenario};
 use anyhow::{anyhow, bail, Context, Result};
@@ -269,7 +270,16 @@ async fn build_node(fabric: &NetlinkNs, index: usize, node: &NodeNs, underlay: I
     // A node routes between pods, the overlay and the underlay, as every Kubernetes node does.
     node.netns
         .set_sysctl("net.ipv4.ip_forward", "1")
-        .with_context(|| format!("enabling forwarding on node {}", node.name))
+        .with_context(|| format!("enabling forwarding on node {}", node.name))?;
+    // kubeadm's preflight requires bridged traffic to pass iptables; without it, a reply from a
+    // pod to a client on the same bridge skips service reverse-NAT. `caps` reports when the
+    // kernel lacks it (then same-node service probes show untranslated replies).
+    if node.netns.run(|| std::path::Path::new(BRIDGE_NF_CALL_IPTABLES).exists())? {
+        node.netns
+            .set_sysctl("net.bridge.bridge-nf-call-iptables", "1")
+            .with_context(|| format!("enabling bridge-nf-call-iptables on node {}", node.name))?;
+    }
+    Ok(())
 }
 
 /// flannel's vxlan backend state on `node` for every other node.
