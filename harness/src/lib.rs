@@ -9,5 +9,7 @@ pub mod observe;
 pub mod probe;
 pub mod programming;
 pub mod proxier;
+pub mod report;
+pub mod run;
 pub mod scenario;
 pub mod topology;

@@ -23,6 +23,18 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
+    /// Run scenarios against proxiers and print the result table (exit 1 on any failure).
+    Run {
+        /// A built-in proxier (kube-proxy-ipvs, kube-proxy-iptables); repeatable. Default: both.
+        #[arg(long = "proxier")]
+        proxiers: Vec<String>,
+        /// Scenario files or globs; repeatable. Default: scenarios/*.yaml.
+        #[arg(long = "scenario")]
+        scenarios: Vec<String>,
+        /// Write each observation document (YAML) into this directory.
+        #[arg(long)]
+        observations: Option<std::path::PathBuf>,
+    },
     /// Print benchmark numbers (never asserted).
     Bench {
         #[command(subcommand)]
@@ -59,6 +71,11 @@ fn main() {
 fn run() -> Result<()> {
     match Cli::parse().command {
         Command::Caps { require, quiet } => caps_command(&require, quiet),
+        Command::Run {
+            proxiers,
+            scenarios,
+            observations,
+        } => run_command(&proxiers, &scenarios, observations.as_deref()),
         Command::Bench { what } => match what {
             BenchCommand::Topology {
                 nodes,
@@ -105,6 +122,100 @@ fn caps_command(require: &[String], quiet: bool) -> Result<()> {
     }
     if !quiet && !caps.get(Feature::IpVs).ok() {
         eprintln!("note: no IP_VS in this kernel; `sudo ci/test.sh` runs the IPVS tests in a VM whose kernel has it");
+    }
+    Ok(())
+}
+
+fn scenario_files(patterns: &[String]) -> Result<Vec<std::path::PathBuf>> {
+    let patterns = if patterns.is_empty() {
+        vec!["scenarios/*.yaml".to_string()]
+    } else {
+        patterns.to_vec()
+    };
+    let mut files = Vec::new();
+    for pattern in &patterns {
+        let matched: Vec<_> = glob::glob(pattern)
+            .map_err(|e| anyhow::anyhow!("bad scenario pattern `{pattern}`: {e}"))?
+            .collect::<std::result::Result<_, _>>()?;
+        if matched.is_empty() {
+            anyhow::bail!("no scenario file matches `{pattern}` (run from the repository root?)");
+        }
+        files.extend(matched);
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+fn run_command(proxier_names: &[String], patterns: &[String], observations: Option<&std::path::Path>) -> Result<()> {
+    let names: Vec<String> = if proxier_names.is_empty() {
+        kpct::proxier::BUILTIN.iter().map(|s| s.to_string()).collect()
+    } else {
+        proxier_names.to_vec()
+    };
+    let proxiers = names
+        .iter()
+        .map(|n| {
+            kpct::proxier::builtin(n).ok_or_else(|| {
+                anyhow::anyhow!("unknown proxier `{n}` (built-in: {})", kpct::proxier::BUILTIN.join(", "))
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if names.iter().any(|n| n.contains("ipvs")) {
+        let caps = caps::detect()?;
+        if let Some((_, why)) = caps.missing(&[Feature::IpVs]).into_iter().next() {
+            anyhow::bail!(
+                "the IPVS proxier needs IP_VS, which kernel {} lacks ({why}).\n\
+                 Run through `sudo ci/kpct.sh run …`, which uses a VM whose kernel has it, or pick \
+                 `--proxier kube-proxy-iptables`.",
+                caps.kernel
+            );
+        }
+    }
+    let files = scenario_files(patterns)?;
+    // Every file is validated before anything runs: a typo fails fast, with all its problems.
+    let scenarios = files
+        .iter()
+        .map(|f| kpct::scenario::load(f).map_err(|e| anyhow::anyhow!("{e}")))
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(dir) = observations {
+        std::fs::create_dir_all(dir)?;
+    }
+    let total = scenarios.len() * proxiers.len();
+    let rt = tokio::runtime::Runtime::new()?;
+    let timeout = kpct::probe::probe_timeout();
+    let mut runs = Vec::new();
+    let mut errors = Vec::new();
+    let mut done = 0;
+    for scenario in &scenarios {
+        for proxier in &proxiers {
+            done += 1;
+            let started = std::time::Instant::now();
+            eprint!("[{done:>3}/{total}] {} × {} … ", scenario.name, proxier.name());
+            match rt.block_on(kpct::run::run_scenario(scenario, proxier.as_ref(), timeout)) {
+                Ok(run) => {
+                    let status = if run.violations.is_empty() { "ok" } else { "FAIL" };
+                    eprintln!("{status} ({:.1}s)", started.elapsed().as_secs_f64());
+                    if let Some(dir) = observations {
+                        let path = dir.join(format!("{}@{}.yaml", scenario.name, proxier.name()));
+                        std::fs::write(&path, run.observation.to_yaml()?)?;
+                    }
+                    runs.push(run);
+                }
+                Err(e) => {
+                    eprintln!("ERROR");
+                    errors.push(format!("{} × {}: {e:#}", scenario.name, proxier.name()));
+                }
+            }
+        }
+    }
+    print!("{}", kpct::report::table(&runs));
+    for e in &errors {
+        println!("  ERROR {e}");
+    }
+    let failed = runs.iter().any(|r| !r.violations.is_empty()) || !errors.is_empty();
+    if failed {
+        std::process::exit(1);
     }
     Ok(())
 }

@@ -1,0 +1,578 @@
+//! Writing a [`Programming`] into a node's namespace, all or nothing.
+//!
+//! Order: sysctls, kube-ipvs0 and its addresses, ipsets (`ipset restore`), iptables
+//! (`iptables-restore`, `--noflush` unless [`RestoreMode::Flush`]), IPVS (generic netlink via
+//! `ipvs-genl`). Sets come before the rules that name them, the device before IPVS so service
+//! addresses are local when the first packet arrives.
+//!
+//! Objects the programming names end up exactly as it says (a listed ipset is flushed before its
+//! entries are added, a listed IPVS service loses destinations it does not list, kube-ipvs0
+//! holds exactly the listed addresses, a declared chain is flushed by `iptables-restore`);
+//! objects it does not name are left alone.
+//!
+//! Before writing, the applier records what each step will touch; if any step fails, every step
+//! started so far is undone in reverse order (IPVS flushed and restored, the touched tables
+//! restored from `iptables-save -c`, sets it created destroyed and pre-existing ones refilled,
+//! kube-ipvs0 deleted or its addresses put back, sysctls reset), so no half-applied state
+//! remains. The error names the node, the step, the input line that failed (and the file line it
+//! came from when the programming was parsed from text) and the tool's or kernel's message.
+
+use super::kube_ipvs0::{self, DeviceKind, DevicePolicy, DeviceState};
+use super::source::{Item, Origin, SourceMap};
+use super::text::{render_destination_line, render_service_line, render_table};
+use super::tools::{self, blamed_line, tool_message, IptablesBackend};
+use super::{builtin_chains, Programming, RestoreMode, Table};
+use crate::caps::{Capabilities, Feature};
+use crate::netns::Netns;
+use crate::topology::NodeNs;
+use ipvs_genl::{Destination, IpvsHandle, Service};
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// How to apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ApplyOptions {
+    pub backend: IptablesBackend,
+    pub device: DevicePolicy,
+}
+
+impl ApplyOptions {
+    /// dummy where the probed kernel has it (and then insisting on it), the bridge fallback
+    /// where it has not.
+    pub fn from_caps(caps: &Capabilities) -> ApplyOptions {
+        ApplyOptions {
+            device: if caps.get(Feature::Dummy).ok() {
+                DevicePolicy::RequireDummy
+            } else {
+                DevicePolicy::Bridge
+            },
+            ..ApplyOptions::default()
+        }
+    }
+}
+
+/// The steps of an apply, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Step {
+    Sysctls,
+    KubeIpvs0,
+    Ipsets,
+    Iptables,
+    Ipvs,
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Step::Sysctls => "sysctls",
+            Step::KubeIpvs0 => "kube-ipvs0",
+            Step::Ipsets => "ipset restore",
+            Step::Iptables => "iptables-restore",
+            Step::Ipvs => "IPVS",
+        })
+    }
+}
+
+/// What an apply wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppliedReport {
+    pub node: String,
+    pub backend: IptablesBackend,
+    /// The kind of kube-ipvs0 used; `None` when the programming binds no addresses.
+    pub device_kind: Option<DeviceKind>,
+    pub sysctls: usize,
+    pub addresses: usize,
+    pub sets: usize,
+    pub set_entries: usize,
+    pub tables: Vec<Table>,
+    pub rules: usize,
+    pub services: usize,
+    pub destinations: usize,
+}
+
+impl fmt::Display for AppliedReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "node {}: {} sysctls", self.node, self.sysctls)?;
+        match &self.device_kind {
+            Some(kind) => write!(f, ", kube-ipvs0 [{kind}] with {} addresses", self.addresses)?,
+            None => write!(f, ", no kube-ipvs0")?,
+        }
+        write!(f, ", {} ipsets ({} entries)", self.sets, self.set_entries)?;
+        let tables: Vec<&str> = self.tables.iter().map(|t| t.name()).collect();
+        write!(
+            f,
+            ", iptables-{} [{}] {} rules, IPVS {} services {} destinations",
+            self.backend.name(),
+            tables.join(","),
+            self.rules,
+            self.services,
+            self.destinations
+        )
+    }
+}
+
+/// An apply failed; the namespace was rolled back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ApplyError {
+    pub node: String,
+    pub step: Step,
+    /// The offending input, e.g. ``table nat line 12: `-A ...` ``.
+    pub input: Option<String>,
+    /// Where that input was read from, if it was read from text.
+    pub origin: Option<Origin>,
+    /// The tool's or kernel's message.
+    pub message: String,
+    /// Problems while rolling back (empty when the namespace is back as it was).
+    pub rollback_problems: Vec<String>,
+}
+
+impl fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "node {}: {} failed", self.node, self.step)?;
+        if let Some(input) = &self.input {
+            write!(f, " at {input}")?;
+        }
+        if let Some(origin) = &self.origin {
+            write!(f, " (from {origin})")?;
+        }
+        write!(f, ": {}", self.message)?;
+        if self.rollback_problems.is_empty() {
+            write!(f, " [rolled back]")
+        } else {
+            write!(f, " [ROLLBACK INCOMPLETE: {}]", self.rollback_problems.join("; "))
+        }
+    }
+}
+
+/// A step's failure before the node name and rollback outcome are attached.
+struct StepError {
+    input: Option<String>,
+    item: Option<Item>,
+    message: String,
+}
+
+impl StepError {
+    fn plain(message: impl Into<String>) -> StepError {
+        StepError {
+            input: None,
+            item: None,
+            message: message.into(),
+        }
+    }
+}
+
+/// Applies `p` to a topology node with the default options (nft iptables; dummy kube-ipvs0, or
+/// the bridge fallback where the kernel has no dummy).
+pub fn apply(node: &NodeNs, p: &Programming) -> Result<AppliedReport, ApplyError> {
+    Applier::default().apply(&node.netns, &node.name, p, None)
+}
+
+/// Applies programmings with fixed options.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Applier {
+    pub options: ApplyOptions,
+}
+
+/// What the namespace held before, for the parts the programming touches.
+#[derive(Default)]
+struct Before {
+    sysctls: Vec<(String, Option<String>)>,
+    device: Option<DeviceState>,
+    set_names: BTreeSet<String>,
+    ipset_save: String,
+    iptables_save: String,
+    ipvs: Vec<(Service, Vec<Destination>)>,
+}
+
+impl Applier {
+    pub fn new(options: ApplyOptions) -> Applier {
+        Applier { options }
+    }
+
+    /// Applies `p` into `ns` (the namespace of node `node`). `sources` maps items to the text
+    /// lines they were parsed from, for error messages.
+    pub fn apply(
+        &self,
+        ns: &Netns,
+        node: &str,
+        p: &Programming,
+        sources: Option<&SourceMap>,
+    ) -> Result<AppliedReport, ApplyError> {
+        let fail = |step: Step, e: StepError, rollback_problems: Vec<String>| ApplyError {
+            node: node.to_string(),
+            step,
+            input: e.input,
+            origin: e.item.as_ref().and_then(|i| sources.and_then(|s| s.get(i))).cloned(),
+            message: e.message,
+            rollback_problems,
+        };
+        let before = self.record(ns, p).map_err(|(step, e)| fail(step, e, Vec::new()))?;
+        let mut report = AppliedReport {
+            node: node.to_string(),
+            backend: self.options.backend,
+            device_kind: None,
+            sysctls: 0,
+            addresses: 0,
+            sets: 0,
+            set_entries: 0,
+            tables: Vec::new(),
+            rules: 0,
+            services: 0,
+            destinations: 0,
+        };
+        let mut started = Vec::new();
+        let result = (|| -> Result<(), (Step, StepError)> {
+            let steps: [(Step, bool); 5] = [
+                (Step::Sysctls, !p.sysctls.is_empty()),
+                (Step::KubeIpvs0, !p.ipvs_addresses.is_empty()),
+                (Step::Ipsets, !p.ipsets.is_empty()),
+                (Step::Iptables, !p.iptables.is_empty()),
+                (Step::Ipvs, !p.ipvs.is_empty()),
+            ];
+            for (step, needed) in steps {
+                if !needed {
+                    continue;
+                }
+                started.push(step);
+                let done = match step {
+                    Step::Sysctls => apply_sysctls(ns, p),
+                    Step::KubeIpvs0 => self.apply_device(ns, p).map(|kind| report.device_kind = Some(kind)),
+                    Step::Ipsets => apply_ipsets(ns, p),
+                    Step::Iptables => self.apply_iptables(ns, p),
+                    Step::Ipvs => apply_ipvs(ns, p),
+                };
+                done.map_err(|e| (step, e))?;
+            }
+            Ok(())
+        })();
+        if let Err((step, e)) = result {
+            let problems = self.roll_back(ns, p, &before, &started);
+            return Err(fail(step, e, problems));
+        }
+        report.sysctls = p.sysctls.len();
+        report.addresses = p.ipvs_addresses.len();
+        report.sets = p.ipsets.len();
+        report.set_entries = p.ipsets.iter().map(|s| s.entries.len()).sum();
+        report.tables = p.iptables.keys().copied().collect();
+        report.rules = p.iptables.values().map(|t| t.rules.len()).sum();
+        report.services = p.ipvs.len();
+        report.destinations = p.ipvs.iter().map(|v| v.destinations.len()).sum();
+        Ok(report)
+    }
+
+    fn record(&self, ns: &Netns, p: &Programming) -> Result<Before, (Step, StepError)> {
+        let mut before = Before {
+            sysctls: p.sysctls.keys().map(|k| (k.clone(), ns.get_sysctl(k).ok())).collect(),
+            ..Before::default()
+        };
+        let tool = |step: Step| move |e: tools::ToolError| (step, StepError::plain(format!("saving the state before applying: {e}")));
+        if !p.ipvs_addresses.is_empty() {
+            before.device = kube_ipvs0::read(ns).map_err(|e| (Step::KubeIpvs0, StepError::plain(e.to_string())))?;
+        }
+        if !p.ipsets.is_empty() {
+            before.ipset_save = tools::run(ns, "ipset", &["save"], None).map_err(tool(Step::Ipsets))?;
+            before.set_names = tools::run(ns, "ipset", &["list", "-n"], None)
+                .map_err(tool(Step::Ipsets))?
+                .lines()
+                .map(|l| l.trim().to_string())
+                .filter(|l| !l.is_empty())
+                .collect();
+        }
+        if !p.iptables.is_empty() {
+            before.iptables_save =
+                tools::run(ns, self.options.backend.save(), &["-c"], None).map_err(tool(Step::Iptables))?;
+        }
+        if !p.ipvs.is_empty() {
+            let mut handle = open_ipvs(ns).map_err(|e| (Step::Ipvs, e))?;
+            before.ipvs = handle
+                .table()
+                .map_err(|e| (Step::Ipvs, StepError::plain(format!("reading the IPVS table: {e}"))))?
+                .into_iter()
+                .map(|(s, d)| (s.service.normalized(), d.into_iter().map(|d| d.destination).collect()))
+                .collect();
+        }
+        Ok(before)
+    }
+
+    fn apply_device(&self, ns: &Netns, p: &Programming) -> Result<DeviceKind, StepError> {
+        let ensured = kube_ipvs0::ensure(ns, &p.ipvs_addresses, self.options.device).map_err(|e| {
+            let item = p
+                .ipvs_addresses
+                .iter()
+                .position(|a| e.what.contains(&format!("{a}/32")))
+                .map(|index| Item::Address { index });
+            StepError {
+                input: item.as_ref().map(|i| match i {
+                    Item::Address { index } => format!("address {}", p.ipvs_addresses[*index]),
+                    _ => String::new(),
+                }),
+                item,
+                message: e.to_string(),
+            }
+        })?;
+        // The point of the device: each address must now be local (a route in table local).
+        let state = kube_ipvs0::read(ns)
+            .map_err(|e| StepError::plain(e.to_string()))?
+            .ok_or_else(|| StepError::plain(format!("{} vanished after it was programmed", kube_ipvs0::DEVICE)))?;
+        if let Some((index, a)) = p
+            .ipvs_addresses
+            .iter()
+            .enumerate()
+            .find(|(_, a)| !state.local_routes.contains(a))
+        {
+            return Err(StepError {
+                input: Some(format!("address {a}")),
+                item: Some(Item::Address { index }),
+                message: format!("{a} has no local route in table local after binding it to {}", kube_ipvs0::DEVICE),
+            });
+        }
+        Ok(ensured.kind)
+    }
+
+    fn apply_iptables(&self, ns: &Netns, p: &Programming) -> Result<(), StepError> {
+        let mut input = String::new();
+        // Per input line: (table, line within the table's section, item).
+        let mut lines: Vec<(Table, usize, Option<Item>)> = Vec::new();
+        for (table, rules) in &p.iptables {
+            let section = render_table(*table, rules);
+            for (i, _) in section.lines().enumerate() {
+                let item = if i == 0 {
+                    None
+                } else if i <= rules.chains.len() {
+                    Some(Item::Chain { table: *table, index: i - 1 })
+                } else if i <= rules.chains.len() + rules.rules.len() {
+                    Some(Item::Rule { table: *table, index: i - 1 - rules.chains.len() })
+                } else {
+                    None
+                };
+                lines.push((*table, i + 1, item));
+            }
+            input.push_str(&section);
+        }
+        let mut args = vec!["-w"];
+        if p.restore_mode == RestoreMode::NoFlush {
+            args.push("--noflush");
+        }
+        tools::run(ns, self.options.backend.restore(), &args, Some(&input)).map_err(|e| {
+            let blamed = blamed_line(&e.stderr).and_then(|n| Some((n, lines.get(n.checked_sub(1)?)?)));
+            match blamed {
+                Some((n, (table, in_section, item))) => StepError {
+                    input: Some(format!(
+                        "table {} line {in_section}: `{}`",
+                        table.name(),
+                        input.lines().nth(n - 1).unwrap_or_default()
+                    )),
+                    item: item.clone(),
+                    message: tool_message(&e.stderr),
+                },
+                None => StepError::plain(e.to_string()),
+            }
+        })?;
+        Ok(())
+    }
+
+    /// Undoes the started steps, newest first; returns what could not be undone.
+    fn roll_back(&self, ns: &Netns, p: &Programming, before: &Before, started: &[Step]) -> Vec<String> {
+        let mut problems = Vec::new();
+        for step in started.iter().rev() {
+            let result = match step {
+                Step::Ipvs => roll_back_ipvs(ns, before),
+                Step::Iptables => self.roll_back_iptables(ns, p, before),
+                Step::Ipsets => roll_back_ipsets(ns, p, before),
+                Step::KubeIpvs0 => match &before.device {
+                    None => kube_ipvs0::remove(ns).map_err(|e| e.to_string()),
+                    Some(dev) => kube_ipvs0::restore_addresses(ns, &dev.addresses).map_err(|e| e.to_string()),
+                },
+                Step::Sysctls => {
+                    let mut errs = Vec::new();
+                    for (k, v) in &before.sysctls {
+                        if let Some(v) = v {
+                            if let Err(e) = ns.set_sysctl(k, v) {
+                                errs.push(format!("{e:#}"));
+                            }
+                        }
+                    }
+                    if errs.is_empty() {
+                        Ok(())
+                    } else {
+                        Err(errs.join("; "))
+                    }
+                }
+            };
+            if let Err(e) = result {
+                problems.push(format!("undoing {step}: {e}"));
+            }
+        }
+        problems
+    }
+
+    fn roll_back_iptables(&self, ns: &Netns, p: &Programming, before: &Before) -> Result<(), String> {
+        let mut input = String::new();
+        let mut absent_before = Vec::new();
+        for table in p.iptables.keys() {
+            match save_section(&before.iptables_save, *table) {
+                Some(section) => input.push_str(&section),
+                None => {
+                    absent_before.push(*table);
+                    input.push_str(&format!("*{}\n", table.name()));
+                    for chain in builtin_chains(*table) {
+                        input.push_str(&format!(":{chain} ACCEPT [0:0]\n"));
+                    }
+                    input.push_str("COMMIT\n");
+                }
+            }
+        }
+        tools::run(ns, self.options.backend.restore(), &["-w", "-c"], Some(&input)).map_err(|e| e.to_string())?;
+        // With nf_tables a table exists only once something used it; drop the ones this apply
+        // brought into existence (best effort: without the nft tool they stay, empty).
+        if self.options.backend == IptablesBackend::Nft {
+            for table in absent_before {
+                let _ = tools::run(ns, "nft", &["delete", "table", "ip", table.name()], None);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `*table` ... `COMMIT` section of `iptables-save` output, if the table is listed.
+fn save_section(save: &str, table: Table) -> Option<String> {
+    let header = format!("*{}", table.name());
+    let mut out = String::new();
+    let mut inside = false;
+    for line in save.lines() {
+        if line.trim() == header {
+            inside = true;
+        }
+        if inside {
+            out.push_str(line);
+            out.push('\n');
+            if line.trim() == "COMMIT" {
+                return Some(out);
+            }
+        }
+    }
+    None
+}
+
+fn apply_sysctls(ns: &Netns, p: &Programming) -> Result<(), StepError> {
+    for (key, value) in &p.sysctls {
+        ns.set_sysctl(key, value).map_err(|e| StepError {
+            input: Some(format!("sysctl {key}={value}")),
+            item: Some(Item::Sysctl { key: key.clone() }),
+            message: format!("{e:#}"),
+        })?;
+    }
+    Ok(())
+}
+
+fn apply_ipsets(ns: &Netns, p: &Programming) -> Result<(), StepError> {
+    let mut input = String::new();
+    let mut items: Vec<Item> = Vec::new();
+    for (set, s) in p.ipsets.iter().enumerate() {
+        input.push_str(&format!("create {} {}", s.name, s.set_type.name()));
+        if !s.create_options.is_empty() {
+            input.push_str(&format!(" {}", s.create_options));
+        }
+        input.push('\n');
+        items.push(Item::Set { set });
+        // `create -exist` keeps a pre-existing set's entries; the programming defines them all.
+        input.push_str(&format!("flush {}\n", s.name));
+        items.push(Item::Set { set });
+        for (entry, e) in s.entries.iter().enumerate() {
+            input.push_str(&format!("add {} {e}\n", s.name));
+            items.push(Item::SetEntry { set, entry });
+        }
+    }
+    tools::run(ns, "ipset", &["restore", "-exist"], Some(&input)).map_err(|e| {
+        match blamed_line(&e.stderr).and_then(|n| Some((n, items.get(n.checked_sub(1)?)?))) {
+            Some((n, item)) => StepError {
+                input: Some(format!("ipset restore line {n}: `{}`", input.lines().nth(n - 1).unwrap_or_default())),
+                item: Some(item.clone()),
+                message: tool_message(&e.stderr),
+            },
+            None => StepError::plain(e.to_string()),
+        }
+    })?;
+    Ok(())
+}
+
+fn roll_back_ipsets(ns: &Netns, p: &Programming, before: &Before) -> Result<(), String> {
+    let mut errs = Vec::new();
+    let mut refill = String::new();
+    for s in &p.ipsets {
+        if before.set_names.contains(&s.name) {
+            refill.push_str(&format!("flush {}\n", s.name));
+            for line in before.ipset_save.lines() {
+                if line.split_whitespace().take(2).eq(["add", s.name.as_str()]) {
+                    refill.push_str(line);
+                    refill.push('\n');
+                }
+            }
+        } else if let Err(e) = tools::run(ns, "ipset", &["destroy", &s.name], None) {
+            // A set the failed restore never reached does not exist: nothing to undo.
+            if !e.stderr.contains("does not exist") {
+                errs.push(e.to_string());
+            }
+        }
+    }
+    if !refill.is_empty() {
+        if let Err(e) = tools::run(ns, "ipset", &["restore", "-exist"], Some(&refill)) {
+            errs.push(e.to_string());
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
+}
+
+fn open_ipvs(ns: &Netns) -> Result<IpvsHandle, StepError> {
+    IpvsHandle::in_netns(ns.path()).map_err(|e| StepError::plain(format!("opening IPVS in namespace {}: {e}", ns.name())))
+}
+
+fn apply_ipvs(ns: &Netns, p: &Programming) -> Result<(), StepError> {
+    let mut handle = open_ipvs(ns)?;
+    let existing = handle
+        .table()
+        .map_err(|e| StepError::plain(format!("reading the IPVS table: {e}")))?;
+    for (service, vs) in p.ipvs.iter().enumerate() {
+        let svc_err = |e: ipvs_genl::Error| StepError {
+            input: Some(format!("IPVS service `{}`", render_service_line(&vs.service).trim())),
+            item: Some(Item::Service { service }),
+            message: e.to_string(),
+        };
+        let present = existing.iter().find(|(s, _)| s.service.key == vs.service.key);
+        match present {
+            Some(_) => handle.update_service(&vs.service).map_err(svc_err)?,
+            None => handle.add_service(&vs.service).map_err(svc_err)?,
+        }
+        let present_dests: Vec<Destination> = present
+            .map(|(_, d)| d.iter().map(|d| d.destination.clone()).collect())
+            .unwrap_or_default();
+        for (destination, d) in vs.destinations.iter().enumerate() {
+            let dest_err = |e: ipvs_genl::Error| StepError {
+                input: Some(format!("IPVS destination `{}`", render_destination_line(&vs.service, d).trim())),
+                item: Some(Item::Destination { service, destination }),
+                message: e.to_string(),
+            };
+            if present_dests.iter().any(|x| x.key() == d.key()) {
+                handle.update_destination(&vs.service.key, d).map_err(dest_err)?;
+            } else {
+                handle.add_destination(&vs.service.key, d).map_err(dest_err)?;
+            }
+        }
+        for stale in present_dests.iter().filter(|x| !vs.destinations.iter().any(|d| d.key() == x.key())) {
+            handle
+                .delete_destination(&vs.service.key, &stale.key())
+                .map_err(svc_err)?;
+        }
+    }
+    Ok(())
+}
+
+fn roll_back_ipvs(ns: &Netns, before: &Before) -> Result<(), String> {
+    let mut handle = IpvsHandle::in_netns(ns.path()).map_err(|e| e.to_string())?;
+    handle.flush().map_err(|e| e.to_string())?;
+    ipvs_genl::apply(&mut handle, &before.ipvs).map_err(|e| e.to_string())
+}

@@ -1,0 +1,374 @@
+//! The `kube-ipvs0` device: where kube-proxy's IPVS mode binds service addresses (/32) so the
+//! kernel treats them as local and hands their packets to IPVS.
+//!
+//! kube-proxy creates a dummy device and never sets it up, and marks it NOARP (see
+//! /work/shared/reference/kube-proxy-ipvs.md §1). Kernels built without dummy support get an
+//! empty bridge of the same name instead: an address on any device, up or down, gets a `local`
+//! route in table local, which is the only property the dataplane relies on. The kind used is
+//! reported so a run can tell.
+//!
+//! rtnetlink is async; each operation runs on a private current-thread runtime on a thread that
+//! entered the namespace, so callers stay synchronous whether or not they are inside tokio.
+
+use crate::netns::Netns;
+use futures::TryStreamExt;
+use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
+use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteType};
+use rtnetlink::{Handle, LinkBridge, LinkDummy, RouteMessageBuilder};
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr};
+
+/// kube-proxy's `defaultDummyDevice`.
+pub const DEVICE: &str = "kube-ipvs0";
+
+/// The kernel's route table `local`.
+const RT_TABLE_LOCAL: u8 = 255;
+
+/// What kind of device holds the addresses.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DeviceKind {
+    /// As kube-proxy makes it.
+    Dummy,
+    /// The fallback on kernels without dummy support.
+    Bridge,
+    /// A pre-existing device of another kind (e.g. created by an `exec:` proxier).
+    Other(String),
+}
+
+impl fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceKind::Dummy => f.write_str("dummy"),
+            DeviceKind::Bridge => f.write_str("bridge (fallback: this kernel has no dummy)"),
+            DeviceKind::Other(kind) => write!(f, "{kind}"),
+        }
+    }
+}
+
+/// Which kind to create when the device does not exist yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DevicePolicy {
+    /// dummy, or a bridge if the kernel does not know dummy (EOPNOTSUPP).
+    #[default]
+    Auto,
+    /// dummy or fail: for kernels that must have it (the IPVS VM).
+    RequireDummy,
+    /// Always the bridge fallback.
+    Bridge,
+}
+
+/// The device as read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceState {
+    pub kind: DeviceKind,
+    pub up: bool,
+    pub noarp: bool,
+    /// IPv4 addresses with their prefix length, sorted.
+    pub addresses: Vec<(Ipv4Addr, u8)>,
+    /// Destinations of the `local` routes through the device (table local), sorted.
+    pub local_routes: Vec<Ipv4Addr>,
+}
+
+/// An rtnetlink operation on kube-ipvs0 failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} in namespace {namespace}: {message}")]
+pub struct DeviceError {
+    pub what: String,
+    pub namespace: String,
+    pub message: String,
+    /// The kernel's errno, when it refused.
+    pub errno: Option<i32>,
+}
+
+type Res<T> = Result<T, DeviceError>;
+
+/// Runs `f` with an rtnetlink handle opened inside `ns`.
+fn with_handle<T, F, Fut>(ns: &Netns, what: &str, f: F) -> Res<T>
+where
+    F: FnOnce(Handle) -> Fut + Send,
+    Fut: std::future::Future<Output = Res<T>>,
+    T: Send,
+{
+    let fail = |message: String| DeviceError {
+        what: what.to_string(),
+        namespace: ns.name().to_string(),
+        message,
+        errno: None,
+    };
+    ns.run(move || -> Res<T> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| fail(format!("starting a runtime: {e}")))?;
+        rt.block_on(async {
+            let (conn, handle, _) =
+                rtnetlink::new_connection().map_err(|e| fail(format!("opening rtnetlink: {e}")))?;
+            let conn = tokio::spawn(conn);
+            let result = f(handle).await;
+            conn.abort();
+            result
+        })
+    })
+    .map_err(|e| fail(format!("{e:#}")))?
+}
+
+fn nl_err(ns: &str, what: String) -> impl Fn(rtnetlink::Error) -> DeviceError + '_ {
+    move |e| {
+        let errno = match &e {
+            rtnetlink::Error::NetlinkError(m) => Some(-m.raw_code()),
+            _ => None,
+        };
+        DeviceError {
+            what: what.clone(),
+            namespace: ns.to_string(),
+            message: e.to_string(),
+            errno,
+        }
+    }
+}
+
+async fn find_link(handle: &Handle, ns: &str) -> Res<Option<LinkMessage>> {
+    let mut links = handle.link().get().execute();
+    while let Some(link) = links
+        .try_next()
+        .await
+        .map_err(nl_err(ns, format!("listing links to find {DEVICE}")))?
+    {
+        let is_ours = link
+            .attributes
+            .iter()
+            .any(|a| matches!(a, LinkAttribute::IfName(n) if n == DEVICE));
+        if is_ours {
+            return Ok(Some(link));
+        }
+    }
+    Ok(None)
+}
+
+fn kind_of(link: &LinkMessage) -> DeviceKind {
+    let kind = link.attributes.iter().find_map(|a| match a {
+        LinkAttribute::LinkInfo(infos) => infos.iter().find_map(|i| match i {
+            LinkInfo::Kind(k) => Some(k.clone()),
+            _ => None,
+        }),
+        _ => None,
+    });
+    match kind {
+        Some(InfoKind::Dummy) => DeviceKind::Dummy,
+        Some(InfoKind::Bridge) => DeviceKind::Bridge,
+        Some(other) => DeviceKind::Other(other.to_string()),
+        None => DeviceKind::Other("unknown".into()),
+    }
+}
+
+async fn addresses(handle: &Handle, ns: &str, index: u32) -> Res<Vec<AddressMessage>> {
+    handle
+        .address()
+        .get()
+        .set_link_index_filter(index)
+        .execute()
+        .try_collect::<Vec<_>>()
+        .await
+        .map_err(nl_err(ns, format!("listing addresses of {DEVICE}")))
+}
+
+fn ipv4_of(msg: &AddressMessage) -> Option<Ipv4Addr> {
+    let local = msg.attributes.iter().find_map(|a| match a {
+        AddressAttribute::Local(IpAddr::V4(v4)) => Some(*v4),
+        _ => None,
+    });
+    local.or_else(|| {
+        msg.attributes.iter().find_map(|a| match a {
+            AddressAttribute::Address(IpAddr::V4(v4)) => Some(*v4),
+            _ => None,
+        })
+    })
+}
+
+async fn local_routes(handle: &Handle, ns: &str, index: u32) -> Res<Vec<Ipv4Addr>> {
+    let request = RouteMessageBuilder::<Ipv4Addr>::new()
+        .table_id(u32::from(RT_TABLE_LOCAL))
+        .build();
+    let routes: Vec<_> = handle
+        .route()
+        .get(request)
+        .execute()
+        .try_collect()
+        .await
+        .map_err(nl_err(ns, "listing table local".into()))?;
+    let mut out: Vec<Ipv4Addr> = routes
+        .iter()
+        .filter(|r| r.header.kind == RouteType::Local && r.header.table == RT_TABLE_LOCAL)
+        .filter(|r| r.attributes.iter().any(|a| matches!(a, RouteAttribute::Oif(i) if *i == index)))
+        .filter_map(|r| {
+            r.attributes.iter().find_map(|a| match a {
+                RouteAttribute::Destination(RouteAddress::Inet(v4)) => Some(*v4),
+                _ => None,
+            })
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// Reads the device; `None` when there is none.
+pub fn read(ns: &Netns) -> Res<Option<DeviceState>> {
+    let ns_name = ns.name().to_string();
+    with_handle(ns, &format!("reading {DEVICE}"), |handle| async move {
+        let Some(link) = find_link(&handle, &ns_name).await? else {
+            return Ok(None);
+        };
+        let index = link.header.index;
+        let mut addrs: Vec<(Ipv4Addr, u8)> = addresses(&handle, &ns_name, index)
+            .await?
+            .iter()
+            .filter_map(|m| ipv4_of(m).map(|a| (a, m.header.prefix_len)))
+            .collect();
+        addrs.sort();
+        Ok(Some(DeviceState {
+            kind: kind_of(&link),
+            up: link.header.flags.contains(LinkFlags::Up),
+            noarp: link.header.flags.contains(LinkFlags::Noarp),
+            addresses: addrs,
+            local_routes: local_routes(&handle, &ns_name, index).await?,
+        }))
+    })
+}
+
+/// What [`ensure`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ensured {
+    pub kind: DeviceKind,
+    /// The device was created by this call (so a rollback deletes it).
+    pub created: bool,
+}
+
+/// Makes sure the device exists (creating it DOWN and NOARP per `policy` if not) and holds
+/// exactly `wanted` as /32 addresses.
+pub fn ensure(ns: &Netns, wanted: &[Ipv4Addr], policy: DevicePolicy) -> Res<Ensured> {
+    let ns_name = ns.name().to_string();
+    let wanted = wanted.to_vec();
+    with_handle(ns, &format!("programming {DEVICE}"), |handle| async move {
+        let (link, created) = match find_link(&handle, &ns_name).await? {
+            Some(link) => (link, false),
+            None => {
+                create(&handle, &ns_name, policy).await?;
+                let link = find_link(&handle, &ns_name).await?.ok_or_else(|| DeviceError {
+                    what: format!("creating {DEVICE}"),
+                    namespace: ns_name.clone(),
+                    message: "the device is missing right after creation".into(),
+                    errno: None,
+                })?;
+                (link, true)
+            }
+        };
+        let index = link.header.index;
+        sync_addresses(&handle, &ns_name, index, &wanted).await?;
+        Ok(Ensured {
+            kind: kind_of(&link),
+            created,
+        })
+    })
+}
+
+async fn create(handle: &Handle, ns: &str, policy: DevicePolicy) -> Res<()> {
+    let bridge = || async {
+        handle
+            .link()
+            .add(LinkBridge::new(DEVICE).arp(false).build())
+            .execute()
+            .await
+            .map_err(nl_err(ns, format!("creating {DEVICE} as a bridge")))
+    };
+    if policy == DevicePolicy::Bridge {
+        return bridge().await;
+    }
+    let dummy = handle
+        .link()
+        .add(LinkDummy::new(DEVICE).arp(false).build())
+        .execute()
+        .await
+        .map_err(nl_err(ns, format!("creating {DEVICE} as a dummy device")));
+    match dummy {
+        Err(e) if policy == DevicePolicy::Auto && e.errno == Some(libc::EOPNOTSUPP) => bridge().await,
+        other => other,
+    }
+}
+
+async fn sync_addresses(handle: &Handle, ns: &str, index: u32, wanted: &[Ipv4Addr]) -> Res<()> {
+    let present = addresses(handle, ns, index).await?;
+    for msg in present {
+        let keep = ipv4_of(&msg).is_some_and(|a| msg.header.prefix_len == 32 && wanted.contains(&a));
+        if !keep {
+            let what = format!("removing {:?} from {DEVICE}", ipv4_of(&msg));
+            handle
+                .address()
+                .del(msg)
+                .execute()
+                .await
+                .map_err(nl_err(ns, what))?;
+        }
+    }
+    let present: Vec<Ipv4Addr> = addresses(handle, ns, index)
+        .await?
+        .iter()
+        .filter_map(ipv4_of)
+        .collect();
+    for addr in wanted.iter().filter(|a| !present.contains(a)) {
+        handle
+            .address()
+            .add(index, IpAddr::V4(*addr), 32)
+            .execute()
+            .await
+            .map_err(nl_err(ns, format!("adding {addr}/32 to {DEVICE}")))?;
+    }
+    Ok(())
+}
+
+/// Deletes the device (and with it its addresses and local routes); absent is fine.
+pub fn remove(ns: &Netns) -> Res<()> {
+    let ns_name = ns.name().to_string();
+    with_handle(ns, &format!("deleting {DEVICE}"), |handle| async move {
+        if let Some(link) = find_link(&handle, &ns_name).await? {
+            handle
+                .link()
+                .del(link.header.index)
+                .execute()
+                .await
+                .map_err(nl_err(&ns_name, format!("deleting {DEVICE}")))?;
+        }
+        Ok(())
+    })
+}
+
+/// Puts back exactly the given addresses (with prefix lengths) on an existing device.
+pub fn restore_addresses(ns: &Netns, addrs: &[(Ipv4Addr, u8)]) -> Res<()> {
+    let ns_name = ns.name().to_string();
+    let addrs = addrs.to_vec();
+    with_handle(ns, &format!("restoring the addresses of {DEVICE}"), |handle| async move {
+        let Some(link) = find_link(&handle, &ns_name).await? else {
+            return Ok(());
+        };
+        let index = link.header.index;
+        for msg in addresses(&handle, &ns_name, index).await? {
+            let what = format!("removing {:?} from {DEVICE}", ipv4_of(&msg));
+            handle
+                .address()
+                .del(msg)
+                .execute()
+                .await
+                .map_err(nl_err(&ns_name, what))?;
+        }
+        for (addr, prefix) in addrs {
+            handle
+                .address()
+                .add(index, IpAddr::V4(addr), prefix)
+                .execute()
+                .await
+                .map_err(nl_err(&ns_name, format!("adding {addr}/{prefix} to {DEVICE}")))?;
+        }
+        Ok(())
+    })
+}

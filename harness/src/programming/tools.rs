@@ -1,0 +1,137 @@
+//! Running the userspace tools (iptables-restore, ipset, ...) inside a namespace and keeping
+//! their stderr, which the applier parses for the failing input line.
+
+use crate::netns::Netns;
+use std::io::Write;
+use std::process::Stdio;
+
+/// Which iptables flavour writes the rules. kube-proxy uses whichever the node uses; nf_tables
+/// is the default of every current distribution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IptablesBackend {
+    #[default]
+    Nft,
+    Legacy,
+}
+
+impl IptablesBackend {
+    pub fn restore(self) -> &'static str {
+        match self {
+            IptablesBackend::Nft => "iptables-restore",
+            IptablesBackend::Legacy => "iptables-legacy-restore",
+        }
+    }
+
+    pub fn save(self) -> &'static str {
+        match self {
+            IptablesBackend::Nft => "iptables-save",
+            IptablesBackend::Legacy => "iptables-legacy-save",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            IptablesBackend::Nft => "nft",
+            IptablesBackend::Legacy => "legacy",
+        }
+    }
+}
+
+/// A tool that could not be started or exited non-zero.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{command}` {outcome}: {stderr}")]
+pub struct ToolError {
+    /// Program and arguments.
+    pub command: String,
+    /// `exited with status 2`, `could not be started (...)`.
+    pub outcome: String,
+    /// Trimmed stderr (or the start error).
+    pub stderr: String,
+}
+
+/// Runs `program args` inside `ns`, feeding `stdin`, returning stdout.
+pub fn run(ns: &Netns, program: &str, args: &[&str], stdin: Option<&str>) -> Result<String, ToolError> {
+    let command = std::iter::once(program)
+        .chain(args.iter().copied())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let failed = |outcome: String, stderr: String| ToolError {
+        command: command.clone(),
+        outcome,
+        stderr,
+    };
+    let mut cmd = ns
+        .command(program)
+        .map_err(|e| failed("could not be prepared".into(), format!("{e:#}")))?;
+    cmd.args(args)
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| failed("could not be started".into(), format!("{e} (is it installed?)")))?;
+    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        // A tool that fails early closes its stdin; its exit status and stderr say why.
+        let _ = pipe.write_all(input.as_bytes());
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| failed("could not be waited for".into(), e.to_string()))?;
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    if !out.status.success() {
+        return Err(failed(format!("failed ({})", out.status), stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The 1-based input line a restore tool blamed: iptables-restore's `Error occurred at line: N`
+/// (parse errors) or `line N failed` (kernel refusals at commit), ipset's `Error in line N:`.
+pub fn blamed_line(stderr: &str) -> Option<usize> {
+    let number_after = |marker: &str| {
+        stderr.find(marker).and_then(|i| {
+            stderr[i + marker.len()..]
+                .trim_start()
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .and_then(|n| n.parse().ok())
+        })
+    };
+    number_after("Error occurred at line:")
+        .or_else(|| number_after("Error in line"))
+        .or_else(|| {
+            // `iptables-restore: line 12 failed`
+            let i = stderr.find(" failed")?;
+            stderr[..i].rsplit("line ").next()?.trim().parse().ok()
+        })
+}
+
+/// stderr without iptables-restore's generic help hint and line report (the caller names the
+/// line itself, as it was written).
+pub fn tool_message(stderr: &str) -> String {
+    stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("Try `iptables") && !l.starts_with("Error occurred at line"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_blamed_lines() {
+        assert_eq!(
+            blamed_line("iptables-restore v1.8.9 (nf_tables): Chain 'NOPE' does not exist\nError occurred at line: 4\nTry `iptables-restore -h'"),
+            Some(4)
+        );
+        assert_eq!(blamed_line("iptables-restore: line 12 failed"), Some(12));
+        assert_eq!(blamed_line("ipset v7.17: Error in line 2: Syntax error: x"), Some(2));
+        assert_eq!(blamed_line("something else"), None);
+        assert_eq!(
+            tool_message("a: b\n\nError occurred at line: 4\nTry `iptables-restore -h' or"),
+            "a: b"
+        );
+    }
+}

@@ -1,0 +1,77 @@
+//! Human-readable results: the table `kpct run` prints.
+
+use crate::run::ScenarioRun;
+use std::fmt::Write as _;
+
+/// One row per probe shot outcome: scenario, proxier, probe, verdict, observed translation, and
+/// PASS/FAIL against the scenario's declared expectations.
+pub fn table(runs: &[ScenarioRun]) -> String {
+    let mut rows: Vec<[String; 6]> = Vec::new();
+    for run in runs {
+        let obs = &run.observation;
+        for probe in &obs.probes {
+            let failed = run
+                .violations
+                .iter()
+                .any(|v| v.contains(&format!("probe `{}`", probe.probe)));
+            let shots = if probe.shots.is_empty() {
+                probe.outcomes.clone().unwrap_or_default()
+            } else {
+                probe.shots.clone()
+            };
+            let verdicts: Vec<String> = dedup(shots.iter().map(|s| format!("{:?}", s.verdict)));
+            let seen: Vec<String> = dedup(shots.iter().map(|s| {
+                match (&s.backend, &s.backend_saw) {
+                    (Some(b), Some(saw)) => format!("{b}: {saw}"),
+                    _ => s.reply.clone().unwrap_or_else(|| "-".into()),
+                }
+            }));
+            rows.push([
+                obs.scenario.clone(),
+                obs.proxier.clone(),
+                probe.probe.clone(),
+                verdicts.join(", "),
+                seen.join("; "),
+                if failed { "FAIL".into() } else { "pass".into() },
+            ]);
+        }
+    }
+    let header = ["scenario", "proxier", "probe", "verdict", "observed", "result"];
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row.iter()) {
+            *w = (*w).max(cell.len()).min(70);
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &[String]| {
+        let mut parts = Vec::new();
+        for (cell, w) in cells.iter().zip(&widths) {
+            parts.push(format!("{cell:<w$}", w = *w));
+        }
+        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
+    };
+    line(&mut out, &header.map(String::from));
+    line(&mut out, &widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>());
+    for row in &rows {
+        line(&mut out, row);
+    }
+    let failed = rows.iter().filter(|r| r[5] == "FAIL").count();
+    let _ = writeln!(out, "\n{} probe(s), {} passed, {} failed", rows.len(), rows.len() - failed, failed);
+    for run in runs {
+        for v in &run.violations {
+            let _ = writeln!(out, "  FAIL {v}");
+        }
+    }
+    out
+}
+
+fn dedup(items: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for item in items {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
+}
