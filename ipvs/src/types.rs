@@ -171,3 +171,203 @@ pub struct Timeouts {
     pub tcp_fin: u32,
     pub udp: u32,
 }
+
+// ---------------------------------------------------------------------------------------------
+// Helpers over the model (added; the definitions above are the fixed API boundary).
+
+use std::fmt;
+
+impl Protocol {
+    /// The name ipvsadm prints in listings ("TCP", "UDP", "SCTP").
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "TCP",
+            Protocol::Udp => "UDP",
+            Protocol::Sctp => "SCTP",
+        }
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl ServiceKey {
+    /// Whether the service carries IPv6 traffic.
+    pub fn is_ipv6(&self) -> bool {
+        match self {
+            ServiceKey::Addr { addr, .. } => addr.is_ipv6(),
+            ServiceKey::FwMark { ipv6, .. } => *ipv6,
+        }
+    }
+
+    /// The persistence prefix that means "whole address" for this family (32 or 128).
+    pub fn full_prefix(&self) -> u8 {
+        if self.is_ipv6() {
+            128
+        } else {
+            32
+        }
+    }
+}
+
+/// Formats an endpoint the way ipvsadm does: `1.2.3.4:80`, `[2001:db8::1]:80`.
+pub(crate) struct Endpoint<'a>(pub &'a IpAddr, pub u16);
+
+impl fmt::Display for Endpoint<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            IpAddr::V4(a) => write!(f, "{a}:{}", self.1),
+            IpAddr::V6(a) => write!(f, "[{a}]:{}", self.1),
+        }
+    }
+}
+
+impl fmt::Display for ServiceKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServiceKey::Addr {
+                protocol,
+                addr,
+                port,
+            } => write!(f, "{protocol} {}", Endpoint(addr, *port)),
+            ServiceKey::FwMark { ipv6: false, mark } => write!(f, "FWM {mark}"),
+            ServiceKey::FwMark { ipv6: true, mark } => write!(f, "FWM {mark} IPv6"),
+        }
+    }
+}
+
+impl ServiceFlags {
+    /// The flags a caller sets, i.e. without the kernel-internal `HASHED` bit that every live
+    /// service reports.
+    pub fn without_hashed(self) -> ServiceFlags {
+        ServiceFlags(self.0 & !ServiceFlags::HASHED)
+    }
+}
+
+impl Service {
+    /// A non-persistent service with no flags, as `ipvsadm -A ... -s SCHED` creates it.
+    pub fn new(key: ServiceKey, scheduler: impl Into<String>) -> Service {
+        Service {
+            key,
+            scheduler: scheduler.into(),
+            flags: ServiceFlags::default(),
+            timeout: 0,
+            netmask_prefix: key.full_prefix(),
+            pe_name: None,
+        }
+    }
+
+    /// The same service with the kernel-internal `HASHED` flag removed, for comparing what was
+    /// read back with what was written.
+    pub fn normalized(&self) -> Service {
+        Service {
+            flags: self.flags.without_hashed(),
+            ..self.clone()
+        }
+    }
+}
+
+impl ForwardMethod {
+    /// The IP_VS_CONN_F_* value carried by IPVS_DEST_ATTR_FWD_METHOD.
+    pub fn conn_flags(self) -> u32 {
+        match self {
+            ForwardMethod::Masq => 0,
+            ForwardMethod::Local => 1,
+            ForwardMethod::Tunnel => 2,
+            ForwardMethod::Route => 3,
+            ForwardMethod::Bypass => 4,
+        }
+    }
+
+    pub fn from_conn_flags(flags: u32) -> Option<ForwardMethod> {
+        match flags & 0x7 {
+            0 => Some(ForwardMethod::Masq),
+            1 => Some(ForwardMethod::Local),
+            2 => Some(ForwardMethod::Tunnel),
+            3 => Some(ForwardMethod::Route),
+            4 => Some(ForwardMethod::Bypass),
+            _ => None,
+        }
+    }
+}
+
+impl TunnelType {
+    pub fn number(self) -> u8 {
+        match self {
+            TunnelType::IpIp => 0,
+            TunnelType::Gue => 1,
+            TunnelType::Gre => 2,
+        }
+    }
+
+    pub fn from_number(n: u8) -> Option<TunnelType> {
+        match n {
+            0 => Some(TunnelType::IpIp),
+            1 => Some(TunnelType::Gue),
+            2 => Some(TunnelType::Gre),
+            _ => None,
+        }
+    }
+
+    /// The name ipvsadm uses for `--tun-type`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TunnelType::IpIp => "ipip",
+            TunnelType::Gue => "gue",
+            TunnelType::Gre => "gre",
+        }
+    }
+}
+
+impl Destination {
+    /// A direct-routing destination of weight 1, ipvsadm's defaults for `-a`.
+    pub fn new(addr: IpAddr, port: u16) -> Destination {
+        Destination {
+            addr,
+            port,
+            forward: ForwardMethod::Route,
+            weight: 1,
+            upper_threshold: 0,
+            lower_threshold: 0,
+            tunnel_type: TunnelType::IpIp,
+            tunnel_port: 0,
+            tunnel_flags: 0,
+        }
+    }
+}
+
+impl Info {
+    /// (major, minor, patch) of the IPVS version.
+    pub fn version_triple(&self) -> (u32, u32, u32) {
+        (
+            (self.version >> 16) & 0xff,
+            (self.version >> 8) & 0xff,
+            self.version & 0xff,
+        )
+    }
+}
+
+/// Identifies a destination within a service: its address and port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DestinationKey {
+    pub addr: IpAddr,
+    pub port: u16,
+}
+
+impl fmt::Display for DestinationKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Endpoint(&self.addr, self.port).fmt(f)
+    }
+}
+
+impl Destination {
+    pub fn key(&self) -> DestinationKey {
+        DestinationKey {
+            addr: self.addr,
+            port: self.port,
+        }
+    }
+}
