@@ -14,7 +14,7 @@ pub use list::format_list;
 pub use parse::{parse_save, ParseError};
 pub use save::format_save;
 
-use crate::types::{ForwardMethod, Service, ServiceFlags, ServiceKey};
+use crate::types::{ForwardMethod, Protocol, Service, ServiceFlags, ServiceKey};
 use addr::addrport;
 
 /// ipvsadm's scheduler-flag names (`print_sched_flags`), comma-joined.
@@ -105,9 +105,9 @@ fn rule_service_name(key: &ServiceKey) -> String {
             port,
         } => {
             let opt = match protocol {
-                crate::types::Protocol::Tcp => "-t",
-                crate::types::Protocol::Udp => "-u",
-                crate::types::Protocol::Sctp => "--sctp-service",
+                Protocol::Tcp => "-t",
+                Protocol::Udp => "-u",
+                Protocol::Sctp => "--sctp-service",
             };
             format!("{opt} {}", addrport(addr, *port))
         }

@@ -173,11 +173,10 @@ mod tests {
         let vals: Vec<u32> = vec![0x0a00_0001, 0xc800_0001, 0x6400_0001, 0x0a00_0002];
         let mut v = vals.clone();
         glibc_msort(&mut v, &|a: &u32, b: &u32| diff(*a, *b));
-        // Worked by hand from glibc's msort: [a,c8] -> [c8? ...]
-        // split [0a01, c801] [6401, 0a02]
-        // left: cmp(0a01, c801) = 0x4200_0000 > 0 -> [c801, 0a01]
-        // right: cmp(6401, 0a02) > 0 -> [0a02, 6401]
-        // merge: cmp(c801,0a02)=0xbdff_ffff<0 -> c801; cmp(0a01,0a02)<0 -> 0a01; rest 0a02,6401
+        // By hand, following glibc: split [0a01, c801] [6401, 0a02];
+        // left: cmp(0a01, c801) = 0x4200_0000 > 0, so [c801, 0a01];
+        // right: cmp(6401, 0a02) > 0, so [0a02, 6401];
+        // merge: cmp(c801, 0a02) < 0 takes c801; cmp(0a01, 0a02) < 0 takes 0a01; then the rest.
         assert_eq!(v, vec![0xc800_0001, 0x0a00_0001, 0x0a00_0002, 0x6400_0001]);
     }
 }
