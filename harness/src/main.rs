@@ -35,6 +35,15 @@ enum Command {
         #[arg(long)]
         observations: Option<std::path::PathBuf>,
     },
+    /// Run one scenario many times and report whether every observation is identical.
+    Soak {
+        #[arg(long)]
+        scenario: std::path::PathBuf,
+        #[arg(long, default_value = "kube-proxy-ipvs")]
+        proxier: String,
+        #[arg(long, default_value_t = 50)]
+        runs: usize,
+    },
     /// Print benchmark numbers (never asserted).
     Bench {
         #[command(subcommand)]
@@ -76,6 +85,21 @@ fn run() -> Result<()> {
             scenarios,
             observations,
         } => run_command(&proxiers, &scenarios, observations.as_deref()),
+        Command::Soak {
+            scenario,
+            proxier,
+            runs,
+        } => {
+            let s = kpct::scenario::load(&scenario).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let p = kpct::proxier::builtin(&proxier).ok_or_else(|| anyhow::anyhow!("unknown proxier `{proxier}`"))?;
+            let rt = tokio::runtime::Runtime::new()?;
+            let report = rt.block_on(kpct::soak::soak(&s, p.as_ref(), runs, kpct::probe::probe_timeout()))?;
+            print!("{}", report.render(&s.name, p.name()));
+            if !report.divergences.is_empty() {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
         Command::Bench { what } => match what {
             BenchCommand::Topology {
                 nodes,

@@ -219,7 +219,7 @@ pub fn observe_probe(plan: &ProbePlan, shots: &[Shot], nodes: &[NodeAddress], ra
     let to = format!("{} {}:{}", plan.protocol.lower(), plan.dst, plan.dport);
     let reached: Vec<String> = all.iter().filter_map(|s| s.backend.clone()).collect();
     let client = Some(client_ip(plan));
-    if random_choice && all.len() > 1 {
+    if random_choice {
         // Ports differ per shot, so keep outcomes without the per-shot port details.
         let distinct: BTreeSet<String> = all.iter().map(outcome_key).collect();
         let outcomes = distinct

@@ -6,7 +6,8 @@ use crate::observe::{self, NodeAddress, ProbeObservation};
 use crate::probe;
 use crate::programming::Programming;
 use crate::proxier::Proxier;
-use crate::scenario::{self, Scenario};
+use crate::cluster::ClusterState;
+use crate::scenario::{self, Probe, Scenario, TargetPort};
 use crate::topology::naming::{BRIDGE_IF, UNDERLAY_IF, VXLAN_IF};
 use crate::topology::{NodeNs, Topology};
 use anyhow::{Context, Result};
@@ -80,6 +81,38 @@ fn summarize(node: &NodeNs, p: &Programming) -> NodeSummary {
     }
 }
 
+/// How many endpoints a probe's target could be answered by (an upper bound: every endpoint of
+/// the service port, whatever its conditions or node).
+fn candidate_backends(cluster: &ClusterState, probe: &Probe) -> usize {
+    let Some(wanted) = probe.to.service.as_deref() else {
+        return 1;
+    };
+    let (ns, name) = wanted.split_once('/').unwrap_or(("default", wanted));
+    cluster
+        .service_ports
+        .iter()
+        .filter(|sp| sp.namespace == ns && sp.name == name)
+        .find(|sp| match &probe.to.port {
+            None => true,
+            Some(TargetPort::Number(n)) => sp.port == *n,
+            Some(TargetPort::Name(n)) => sp.port_name == *n,
+        })
+        .map(|sp| sp.endpoints.len())
+        .unwrap_or(1)
+}
+
+/// Shots needed so that, when each picks one of `n` backends uniformly at random, the chance
+/// that some backend is never picked is below 1e-12 (union bound: n·(1−1/n)^k). Fixed by `n`
+/// alone, so the number of shots — and so the recorded set — is the same on every run.
+pub fn shots_to_reach_all(n: usize) -> u32 {
+    if n <= 1 {
+        return 1;
+    }
+    let miss = 1.0 - 1.0 / n as f64;
+    let k = ((1e-12 / n as f64).ln() / miss.ln()).ceil();
+    (k as u32).clamp(1, 900)
+}
+
 /// Runs `scenario` against `proxier` in freshly built namespaces, removed afterwards.
 pub async fn run_scenario(
     scenario: &Scenario,
@@ -106,7 +139,11 @@ pub async fn run_scenario(
     let mut probes = Vec::new();
     let mut violations = Vec::new();
     for (index, spec) in scenario.probes.iter().enumerate() {
-        let plan = probe::plan(scenario, &topo, index)?;
+        let mut plan = probe::plan(scenario, &topo, index)?;
+        if proxier.random_backend_choice() {
+            let candidates = candidate_backends(&cluster, spec);
+            plan.repeat = plan.repeat.max(shots_to_reach_all(candidates));
+        }
         let shots = probe::fire(&topo, &plan, probe_timeout)
             .with_context(|| format!("firing probe {}", plan.name))?;
         let obs = observe::observe_probe(&plan, &shots, &addresses, proxier.random_backend_choice());
@@ -128,4 +165,21 @@ pub async fn run_scenario(
         },
         violations,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shots_to_reach_all;
+
+    #[test]
+    fn shot_counts_make_missing_a_backend_negligible() {
+        assert_eq!(shots_to_reach_all(0), 1);
+        assert_eq!(shots_to_reach_all(1), 1);
+        for n in 2..=8usize {
+            let k = shots_to_reach_all(n);
+            let p_miss = n as f64 * (1.0 - 1.0 / n as f64).powi(k as i32);
+            assert!(p_miss < 1e-12, "n={n} k={k} p={p_miss}");
+        }
+        assert_eq!(shots_to_reach_all(2), 41);
+    }
 }

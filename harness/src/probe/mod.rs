@@ -260,53 +260,60 @@ pub struct Shot {
 /// Empties conntrack in every node, so no probe rides on state left by another.
 pub fn flush_conntrack(topo: &Topology) -> Result<()> {
     for node in topo.nodes() {
-        node.netns
-            .exec("conntrack", &["-F"])
-            .with_context(|| format!("flushing conntrack on node {}", node.name))?;
+        crate::conntrack::flush(&node.netns).with_context(|| format!("on node {}", node.name))?;
     }
     Ok(())
 }
 
-/// Fires every repetition of `plan` and returns what each observed.
+/// Fires every repetition of `plan` and returns what each observed. Conntrack is flushed once
+/// per probe: every shot uses its own source port, so each is a new flow anyway, while state
+/// that is *meant* to carry over between a client's connections (session affinity) does.
 pub fn fire(topo: &Topology, plan: &ProbePlan, timeout: Duration) -> Result<Vec<Shot>> {
+    flush_conntrack(topo)?;
+    let sport_of = |rep: u32| {
+        plan.sport
+            .checked_add(u16::try_from(rep).unwrap_or(u16::MAX))
+            .ok_or_else(|| anyhow!("probe {}: source ports run past 65535", plan.name))
+    };
     let mut shots = Vec::new();
-    for rep in 0..plan.repeat {
-        let sport = plan
-            .sport
-            .checked_add(rep as u16)
-            .ok_or_else(|| anyhow!("probe {}: source ports run past 65535", plan.name))?;
-        flush_conntrack(topo)?;
-        let shot = match &plan.source {
-            Source::Crafted {
-                ns_name,
-                ip,
-                mac,
-                next_hop_mac,
-                ..
-            } => {
-                let ns = topo
-                    .namespaces()
-                    .into_iter()
-                    .find(|n| n.name() == ns_name)
-                    .ok_or_else(|| anyhow!("namespace {ns_name} is gone"))?;
+    match &plan.source {
+        Source::Crafted {
+            ns_name,
+            ip,
+            mac,
+            next_hop_mac,
+            ..
+        } => {
+            let ns = topo
+                .namespaces()
+                .into_iter()
+                .find(|n| n.name() == ns_name)
+                .ok_or_else(|| anyhow!("namespace {ns_name} is gone"))?;
+            // Captures stay open for all shots of the probe: frames of earlier shots cannot be
+            // mistaken for later ones, since each shot carries its own marker.
+            let mut captures = Captures::open(topo, ns)?;
+            for rep in 0..plan.repeat {
                 let packet = ProbePacket {
                     protocol: plan.protocol,
                     src_mac: *mac,
                     dst_mac: *next_hop_mac,
                     src: *ip,
-                    sport,
+                    sport: sport_of(rep)?,
                     dst: plan.dst,
                     dport: plan.dport,
                     seq: sequence_number(&plan.name, rep),
                 };
-                fire_crafted(topo, ns, &packet, timeout)?
+                shots.push(captures.shoot(&packet, timeout)?);
             }
-            Source::Socket { node, ip, .. } => {
-                let ns = &topo.node(node)?.netns;
-                fire_socket(ns, plan.protocol, SocketAddrV4::new(*ip, sport), SocketAddrV4::new(plan.dst, plan.dport), timeout)?
+        }
+        Source::Socket { node, ip, .. } => {
+            let ns = &topo.node(node)?.netns;
+            for rep in 0..plan.repeat {
+                let local = SocketAddrV4::new(*ip, sport_of(rep)?);
+                let remote = SocketAddrV4::new(plan.dst, plan.dport);
+                shots.push(fire_socket(ns, plan.protocol, local, remote, timeout)?);
             }
-        };
-        shots.push(shot);
+        }
     }
     Ok(shots)
 }
@@ -322,71 +329,92 @@ pub fn sequence_number(name: &str, rep: u32) -> u32 {
     h
 }
 
-fn fire_crafted(topo: &Topology, src_ns: &Netns, packet: &ProbePacket, timeout: Duration) -> Result<Shot> {
-    // Open every capture before sending anything.
-    let mut at_source = Capture::open(src_ns, "eth0")?;
-    let mut at_pods = Vec::new();
-    for pod in topo.pods() {
-        let node = topo.node(&pod.node)?;
-        at_pods.push((pod, Capture::open(&node.netns, &pod.host_veth)?));
-    }
-    let deadline = Instant::now() + timeout;
-    let answered = AtomicBool::new(false);
-    let arrived = AtomicBool::new(false);
-    at_source.send(&packet.frame())?;
+/// The source's interface and every pod's veth, opened before anything is sent.
+struct Captures<'t> {
+    at_source: Capture,
+    at_pods: Vec<(&'t crate::topology::PodNs, Capture)>,
+}
 
-    std::thread::scope(|scope| -> Result<Shot> {
-        let pod_watchers: Vec<_> = at_pods
-            .iter_mut()
-            .map(|(pod, cap)| {
-                let (answered, arrived) = (&answered, &arrived);
-                scope.spawn(move || -> Result<Option<Delivery>> {
-                    // Until the deadline, or until the source got its answer and this capture
-                    // has nothing left buffered (the forward packet, if it came here, precedes
-                    // the answer, so it is already queued by then).
-                    while Instant::now() < deadline {
-                        let slice = if answered.load(Ordering::SeqCst) || arrived.load(Ordering::SeqCst) {
-                            Duration::from_millis(1)
-                        } else {
-                            deadline.saturating_duration_since(Instant::now())
-                        };
-                        match cap.wait_for(slice.min(Duration::from_millis(50)), |f| packet.is_forward(f, pod.mac))? {
-                            Some(frame) => {
-                                arrived.store(true, Ordering::SeqCst);
-                                return Ok(frame.flow().map(|flow| Delivery {
-                                    pod: pod.name.clone(),
-                                    flow,
-                                }));
-                            }
-                            None if answered.load(Ordering::SeqCst) || arrived.load(Ordering::SeqCst) => {
-                                return Ok(None)
-                            }
-                            None => {}
-                        }
-                    }
-                    Ok(None)
-                })
-            })
-            .collect();
-        let answer = at_source.wait_for(deadline.saturating_duration_since(Instant::now()), |f| {
-            packet.answer(f).is_some()
-        })?;
-        answered.store(true, Ordering::SeqCst);
-        let mut delivered = None;
-        for w in pod_watchers {
-            let d = w.join().map_err(|_| anyhow!("capture thread panicked"))??;
-            if delivered.is_none() {
-                delivered = d;
-            }
+impl<'t> Captures<'t> {
+    fn open(topo: &'t Topology, src_ns: &Netns) -> Result<Captures<'t>> {
+        let at_source = Capture::open(src_ns, "eth0")?;
+        let mut at_pods = Vec::new();
+        for pod in topo.pods() {
+            let node = topo.node(&pod.node)?;
+            at_pods.push((pod, Capture::open(&node.netns, &pod.host_veth)?));
         }
-        Ok(Shot {
-            sport: packet.sport,
-            delivered,
-            answer: answer.and_then(|f| packet.answer(&f)),
-            app_answer: None,
-            socket_error: None,
+        Ok(Captures { at_source, at_pods })
+    }
+
+    fn shoot(&mut self, packet: &ProbePacket, timeout: Duration) -> Result<Shot> {
+        let deadline = Instant::now() + timeout;
+        let answered = AtomicBool::new(false);
+        let arrived = AtomicBool::new(false);
+        self.at_source.send(&packet.frame())?;
+        let at_source = &mut self.at_source;
+        let at_pods = &mut self.at_pods;
+        std::thread::scope(|scope| -> Result<Shot> {
+            let pod_watchers: Vec<_> = at_pods
+                .iter_mut()
+                .map(|(pod, cap)| {
+                    let (answered, arrived) = (&answered, &arrived);
+                    scope.spawn(move || watch_pod(pod, cap, packet, deadline, answered, arrived))
+                })
+                .collect();
+            let answer = at_source.wait_for(deadline.saturating_duration_since(Instant::now()), |f| {
+                packet.answer(f).is_some()
+            })?;
+            answered.store(true, Ordering::SeqCst);
+            let mut delivered = None;
+            for w in pod_watchers {
+                let d = w.join().map_err(|_| anyhow!("capture thread panicked"))??;
+                if delivered.is_none() {
+                    delivered = d;
+                }
+            }
+            Ok(Shot {
+                sport: packet.sport,
+                delivered,
+                answer: answer.and_then(|f| packet.answer(&f)),
+                app_answer: None,
+                socket_error: None,
+            })
         })
-    })
+    }
+}
+
+/// Watches one pod's veth for the probe's forward packet until the deadline, or until the source
+/// got its answer (or another pod got the packet) and this capture has nothing left buffered:
+/// a forward packet that reached this pod precedes the answer, so it is queued by then.
+fn watch_pod(
+    pod: &crate::topology::PodNs,
+    cap: &mut Capture,
+    packet: &ProbePacket,
+    deadline: Instant,
+    answered: &AtomicBool,
+    arrived: &AtomicBool,
+) -> Result<Option<Delivery>> {
+    while Instant::now() < deadline {
+        let settled = answered.load(Ordering::SeqCst) || arrived.load(Ordering::SeqCst);
+        // Short slices, so a watcher notices promptly that the shot is settled.
+        let slice = if settled {
+            Duration::from_millis(1)
+        } else {
+            deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(10))
+        };
+        match cap.wait_for(slice, |f| packet.is_forward(f, pod.mac))? {
+            Some(frame) => {
+                arrived.store(true, Ordering::SeqCst);
+                return Ok(frame.flow().map(|flow| Delivery {
+                    pod: pod.name.clone(),
+                    flow,
+                }));
+            }
+            None if settled => return Ok(None),
+            None => {}
+        }
+    }
+    Ok(None)
 }
 
 fn fire_socket(ns: &Netns, protocol: Protocol, local: SocketAddrV4, remote: SocketAddrV4, timeout: Duration) -> Result<Shot> {

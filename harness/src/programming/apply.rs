@@ -7,8 +7,10 @@
 //!
 //! Objects the programming names end up exactly as it says (a listed ipset is flushed before its
 //! entries are added, a listed IPVS service loses destinations it does not list, kube-ipvs0
-//! holds exactly the listed addresses, a declared chain is flushed by `iptables-restore`);
-//! objects it does not name are left alone.
+//! holds exactly the listed addresses, a declared chain is flushed by `iptables-restore`); a
+//! rule for a chain it does not declare (a built-in chain under `--noflush`) is appended only if
+//! not already there, like kube-proxy's `EnsureRule`, so applying twice changes nothing; objects
+//! it does not name are left alone.
 //!
 //! Before writing, the applier records what each step will touch; if any step fails, every step
 //! started so far is undone in reverse order (IPVS flushed and restored, the touched tables
@@ -18,6 +20,7 @@
 //! came from when the programming was parsed from text) and the tool's or kernel's message.
 
 use super::kube_ipvs0::{self, DeviceKind, DevicePolicy, DeviceState};
+use super::rule_key::rule_key;
 use super::source::{Item, Origin, SourceMap};
 use super::text::{render_destination_line, render_service_line, render_table};
 use super::tools::{self, blamed_line, tool_message, IptablesBackend};
@@ -111,15 +114,22 @@ impl fmt::Display for AppliedReport {
     }
 }
 
+/// The input an apply failed at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedInput {
+    /// E.g. ``table nat line 12: `-A ...` ``.
+    pub what: String,
+    /// Where that input was read from, if it was read from text.
+    pub origin: Option<Origin>,
+}
+
 /// An apply failed; the namespace was rolled back.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ApplyError {
     pub node: String,
     pub step: Step,
-    /// The offending input, e.g. ``table nat line 12: `-A ...` ``.
-    pub input: Option<String>,
-    /// Where that input was read from, if it was read from text.
-    pub origin: Option<Origin>,
+    /// The offending input, when the failure can be pinned to one (boxed: errors stay small).
+    pub input: Option<Box<FailedInput>>,
     /// The tool's or kernel's message.
     pub message: String,
     /// Problems while rolling back (empty when the namespace is back as it was).
@@ -130,16 +140,20 @@ impl fmt::Display for ApplyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "node {}: {} failed", self.node, self.step)?;
         if let Some(input) = &self.input {
-            write!(f, " at {input}")?;
-        }
-        if let Some(origin) = &self.origin {
-            write!(f, " (from {origin})")?;
+            write!(f, " at {}", input.what)?;
+            if let Some(origin) = &input.origin {
+                write!(f, " (from {origin})")?;
+            }
         }
         write!(f, ": {}", self.message)?;
         if self.rollback_problems.is_empty() {
             write!(f, " [rolled back]")
         } else {
-            write!(f, " [ROLLBACK INCOMPLETE: {}]", self.rollback_problems.join("; "))
+            write!(
+                f,
+                " [ROLLBACK INCOMPLETE: {}]",
+                self.rollback_problems.join("; ")
+            )
         }
     }
 }
@@ -201,12 +215,22 @@ impl Applier {
         let fail = |step: Step, e: StepError, rollback_problems: Vec<String>| ApplyError {
             node: node.to_string(),
             step,
-            input: e.input,
-            origin: e.item.as_ref().and_then(|i| sources.and_then(|s| s.get(i))).cloned(),
+            input: e.input.map(|what| {
+                Box::new(FailedInput {
+                    what,
+                    origin: e
+                        .item
+                        .as_ref()
+                        .and_then(|i| sources.and_then(|s| s.get(i)))
+                        .cloned(),
+                })
+            }),
             message: e.message,
             rollback_problems,
         };
-        let before = self.record(ns, p).map_err(|(step, e)| fail(step, e, Vec::new()))?;
+        let before = self
+            .record(ns, p)
+            .map_err(|(step, e)| fail(step, e, Vec::new()))?;
         let mut report = AppliedReport {
             node: node.to_string(),
             backend: self.options.backend,
@@ -236,9 +260,11 @@ impl Applier {
                 started.push(step);
                 let done = match step {
                     Step::Sysctls => apply_sysctls(ns, p),
-                    Step::KubeIpvs0 => self.apply_device(ns, p).map(|kind| report.device_kind = Some(kind)),
+                    Step::KubeIpvs0 => self
+                        .apply_device(ns, p)
+                        .map(|kind| report.device_kind = Some(kind)),
                     Step::Ipsets => apply_ipsets(ns, p),
-                    Step::Iptables => self.apply_iptables(ns, p),
+                    Step::Iptables => self.apply_iptables(ns, p, &before),
                     Step::Ipvs => apply_ipvs(ns, p),
                 };
                 done.map_err(|e| (step, e))?;
@@ -262,15 +288,28 @@ impl Applier {
 
     fn record(&self, ns: &Netns, p: &Programming) -> Result<Before, (Step, StepError)> {
         let mut before = Before {
-            sysctls: p.sysctls.keys().map(|k| (k.clone(), ns.get_sysctl(k).ok())).collect(),
+            sysctls: p
+                .sysctls
+                .keys()
+                .map(|k| (k.clone(), ns.get_sysctl(k).ok()))
+                .collect(),
             ..Before::default()
         };
-        let tool = |step: Step| move |e: tools::ToolError| (step, StepError::plain(format!("saving the state before applying: {e}")));
+        let tool = |step: Step| {
+            move |e: tools::ToolError| {
+                (
+                    step,
+                    StepError::plain(format!("saving the state before applying: {e}")),
+                )
+            }
+        };
         if !p.ipvs_addresses.is_empty() {
-            before.device = kube_ipvs0::read(ns).map_err(|e| (Step::KubeIpvs0, StepError::plain(e.to_string())))?;
+            before.device = kube_ipvs0::read(ns)
+                .map_err(|e| (Step::KubeIpvs0, StepError::plain(e.to_string())))?;
         }
         if !p.ipsets.is_empty() {
-            before.ipset_save = tools::run(ns, "ipset", &["save"], None).map_err(tool(Step::Ipsets))?;
+            before.ipset_save =
+                tools::run(ns, "ipset", &["save"], None).map_err(tool(Step::Ipsets))?;
             before.set_names = tools::run(ns, "ipset", &["list", "-n"], None)
                 .map_err(tool(Step::Ipsets))?
                 .lines()
@@ -279,41 +318,57 @@ impl Applier {
                 .collect();
         }
         if !p.iptables.is_empty() {
-            before.iptables_save =
-                tools::run(ns, self.options.backend.save(), &["-c"], None).map_err(tool(Step::Iptables))?;
+            before.iptables_save = tools::run(ns, self.options.backend.save(), &["-c"], None)
+                .map_err(tool(Step::Iptables))?;
         }
         if !p.ipvs.is_empty() {
             let mut handle = open_ipvs(ns).map_err(|e| (Step::Ipvs, e))?;
             before.ipvs = handle
                 .table()
-                .map_err(|e| (Step::Ipvs, StepError::plain(format!("reading the IPVS table: {e}"))))?
+                .map_err(|e| {
+                    (
+                        Step::Ipvs,
+                        StepError::plain(format!("reading the IPVS table: {e}")),
+                    )
+                })?
                 .into_iter()
-                .map(|(s, d)| (s.service.normalized(), d.into_iter().map(|d| d.destination).collect()))
+                .map(|(s, d)| {
+                    (
+                        s.service.normalized(),
+                        d.into_iter().map(|d| d.destination).collect(),
+                    )
+                })
                 .collect();
         }
         Ok(before)
     }
 
     fn apply_device(&self, ns: &Netns, p: &Programming) -> Result<DeviceKind, StepError> {
-        let ensured = kube_ipvs0::ensure(ns, &p.ipvs_addresses, self.options.device).map_err(|e| {
-            let item = p
-                .ipvs_addresses
-                .iter()
-                .position(|a| e.what.contains(&format!("{a}/32")))
-                .map(|index| Item::Address { index });
-            StepError {
-                input: item.as_ref().map(|i| match i {
-                    Item::Address { index } => format!("address {}", p.ipvs_addresses[*index]),
-                    _ => String::new(),
-                }),
-                item,
-                message: e.to_string(),
-            }
-        })?;
+        let ensured =
+            kube_ipvs0::ensure(ns, &p.ipvs_addresses, self.options.device).map_err(|e| {
+                let item = p
+                    .ipvs_addresses
+                    .iter()
+                    .position(|a| e.what.contains(&format!("{a}/32")))
+                    .map(|index| Item::Address { index });
+                StepError {
+                    input: item.as_ref().map(|i| match i {
+                        Item::Address { index } => format!("address {}", p.ipvs_addresses[*index]),
+                        _ => String::new(),
+                    }),
+                    item,
+                    message: e.to_string(),
+                }
+            })?;
         // The point of the device: each address must now be local (a route in table local).
         let state = kube_ipvs0::read(ns)
             .map_err(|e| StepError::plain(e.to_string()))?
-            .ok_or_else(|| StepError::plain(format!("{} vanished after it was programmed", kube_ipvs0::DEVICE)))?;
+            .ok_or_else(|| {
+                StepError::plain(format!(
+                    "{} vanished after it was programmed",
+                    kube_ipvs0::DEVICE
+                ))
+            })?;
         if let Some((index, a)) = p
             .ipvs_addresses
             .iter()
@@ -323,56 +378,133 @@ impl Applier {
             return Err(StepError {
                 input: Some(format!("address {a}")),
                 item: Some(Item::Address { index }),
-                message: format!("{a} has no local route in table local after binding it to {}", kube_ipvs0::DEVICE),
+                message: format!(
+                    "{a} has no local route in table local after binding it to {}",
+                    kube_ipvs0::DEVICE
+                ),
             });
         }
         Ok(ensured.kind)
     }
 
-    fn apply_iptables(&self, ns: &Netns, p: &Programming) -> Result<(), StepError> {
+    fn apply_iptables(
+        &self,
+        ns: &Netns,
+        p: &Programming,
+        before: &Before,
+    ) -> Result<(), StepError> {
         let mut input = String::new();
-        // Per input line: (table, line within the table's section, item).
+        // Per input line: (table, line within the programming's section, item).
         let mut lines: Vec<(Table, usize, Option<Item>)> = Vec::new();
         for (table, rules) in &p.iptables {
+            let mut already = self.ensured_rules(p, *table, &before.iptables_save);
+            input.push_str(&format!("*{}\n", table.name()));
+            lines.push((*table, 1, None));
             let section = render_table(*table, rules);
-            for (i, _) in section.lines().enumerate() {
-                let item = if i == 0 {
-                    None
-                } else if i <= rules.chains.len() {
-                    Some(Item::Chain { table: *table, index: i - 1 })
-                } else if i <= rules.chains.len() + rules.rules.len() {
-                    Some(Item::Rule { table: *table, index: i - 1 - rules.chains.len() })
-                } else {
-                    None
-                };
-                lines.push((*table, i + 1, item));
+            let section: Vec<&str> = section.lines().collect();
+            for (index, decl) in section[1..=rules.chains.len()].iter().enumerate() {
+                input.push_str(decl);
+                input.push('\n');
+                lines.push((
+                    *table,
+                    2 + index,
+                    Some(Item::Chain {
+                        table: *table,
+                        index,
+                    }),
+                ));
             }
-            input.push_str(&section);
+            for (index, rule) in rules.rules.iter().enumerate() {
+                // kube-proxy's EnsureRule: a rule in a chain the restore does not flush is only
+                // appended if it is not there yet, so applying twice changes nothing.
+                if let Some(pos) = rule_key(rule).and_then(|k| already.iter().position(|a| *a == k))
+                {
+                    already.swap_remove(pos);
+                    continue;
+                }
+                input.push_str(rule);
+                input.push('\n');
+                lines.push((
+                    *table,
+                    2 + rules.chains.len() + index,
+                    Some(Item::Rule {
+                        table: *table,
+                        index,
+                    }),
+                ));
+            }
+            input.push_str("COMMIT\n");
+            lines.push((*table, 2 + rules.chains.len() + rules.rules.len(), None));
         }
         let mut args = vec!["-w"];
         if p.restore_mode == RestoreMode::NoFlush {
             args.push("--noflush");
         }
         tools::run(ns, self.options.backend.restore(), &args, Some(&input)).map_err(|e| {
-            let blamed = blamed_line(&e.stderr).and_then(|n| Some((n, lines.get(n.checked_sub(1)?)?)));
-            match blamed {
-                Some((n, (table, in_section, item))) => StepError {
-                    input: Some(format!(
-                        "table {} line {in_section}: `{}`",
-                        table.name(),
-                        input.lines().nth(n - 1).unwrap_or_default()
-                    )),
-                    item: item.clone(),
-                    message: tool_message(&e.stderr),
-                },
-                None => StepError::plain(e.to_string()),
+            let input_lines: Vec<&str> = input.lines().collect();
+            let Some(mut n) = blamed_line(&e.stderr).filter(|n| (1..=lines.len()).contains(n))
+            else {
+                return StepError::plain(e.to_string());
+            };
+            // nf_tables checks jumps when the table is committed and blames `COMMIT`; the
+            // rule that names the missing object is the useful line.
+            if lines[n - 1].2.is_none() {
+                if let Some(rule) = rule_naming(&e.stderr, &input_lines, &lines, lines[n - 1].0) {
+                    n = rule;
+                }
+            }
+            let (table, in_section, item) = &lines[n - 1];
+            StepError {
+                input: Some(format!(
+                    "table {} line {in_section}: `{}`",
+                    table.name(),
+                    input_lines[n - 1]
+                )),
+                item: item.clone(),
+                message: tool_message(&e.stderr),
             }
         })?;
         Ok(())
     }
 
+    /// Keys of the rules already in `table` that a `--noflush` restore keeps: those of chains
+    /// the programming does not declare. Empty for a flushing restore.
+    fn ensured_rules(
+        &self,
+        p: &Programming,
+        table: Table,
+        save: &str,
+    ) -> Vec<(String, Vec<String>)> {
+        if p.restore_mode == RestoreMode::Flush {
+            return Vec::new();
+        }
+        let declared: BTreeSet<&str> = p
+            .iptables
+            .get(&table)
+            .map(|t| t.chains.iter().map(|c| c.name.as_str()).collect())
+            .unwrap_or_default();
+        let Some(section) = save_section(save, table) else {
+            return Vec::new();
+        };
+        section
+            .lines()
+            .map(|l| match l.split_once(' ') {
+                Some((counters, rest)) if counters.starts_with('[') => rest,
+                _ => l,
+            })
+            .filter_map(rule_key)
+            .filter(|(chain, _)| !declared.contains(chain.as_str()))
+            .collect()
+    }
+
     /// Undoes the started steps, newest first; returns what could not be undone.
-    fn roll_back(&self, ns: &Netns, p: &Programming, before: &Before, started: &[Step]) -> Vec<String> {
+    fn roll_back(
+        &self,
+        ns: &Netns,
+        p: &Programming,
+        before: &Before,
+        started: &[Step],
+    ) -> Vec<String> {
         let mut problems = Vec::new();
         for step in started.iter().rev() {
             let result = match step {
@@ -381,7 +513,9 @@ impl Applier {
                 Step::Ipsets => roll_back_ipsets(ns, p, before),
                 Step::KubeIpvs0 => match &before.device {
                     None => kube_ipvs0::remove(ns).map_err(|e| e.to_string()),
-                    Some(dev) => kube_ipvs0::restore_addresses(ns, &dev.addresses).map_err(|e| e.to_string()),
+                    Some(dev) => {
+                        kube_ipvs0::restore_addresses(ns, &dev.addresses).map_err(|e| e.to_string())
+                    }
                 },
                 Step::Sysctls => {
                     let mut errs = Vec::new();
@@ -406,7 +540,12 @@ impl Applier {
         problems
     }
 
-    fn roll_back_iptables(&self, ns: &Netns, p: &Programming, before: &Before) -> Result<(), String> {
+    fn roll_back_iptables(
+        &self,
+        ns: &Netns,
+        p: &Programming,
+        before: &Before,
+    ) -> Result<(), String> {
         let mut input = String::new();
         let mut absent_before = Vec::new();
         for table in p.iptables.keys() {
@@ -422,7 +561,13 @@ impl Applier {
                 }
             }
         }
-        tools::run(ns, self.options.backend.restore(), &["-w", "-c"], Some(&input)).map_err(|e| e.to_string())?;
+        tools::run(
+            ns,
+            self.options.backend.restore(),
+            &["-w", "-c"],
+            Some(&input),
+        )
+        .map_err(|e| e.to_string())?;
         // With nf_tables a table exists only once something used it; drop the ones this apply
         // brought into existence (best effort: without the nft tool they stay, empty).
         if self.options.backend == IptablesBackend::Nft {
@@ -432,6 +577,30 @@ impl Applier {
         }
         Ok(())
     }
+}
+
+/// The 1-based input line of the first rule of `table` that mentions the name the tool's message
+/// quotes (`Chain 'X' does not exist`, `Set X doesn't exist`).
+fn rule_naming(
+    stderr: &str,
+    input: &[&str],
+    lines: &[(Table, usize, Option<Item>)],
+    table: Table,
+) -> Option<usize> {
+    let quoted = stderr.split(['\'', '`']).nth(1)?;
+    let names: Vec<&str> = std::iter::once(quoted)
+        .chain(stderr.split_whitespace().skip_while(|w| *w != "Set").nth(1))
+        .filter(|n| !n.is_empty())
+        .collect();
+    lines
+        .iter()
+        .zip(input)
+        .position(|((t, _, item), text)| {
+            *t == table
+                && matches!(item, Some(Item::Rule { .. }))
+                && text.split_whitespace().any(|w| names.contains(&w))
+        })
+        .map(|i| i + 1)
 }
 
 /// The `*table` ... `COMMIT` section of `iptables-save` output, if the table is listed.
@@ -483,16 +652,23 @@ fn apply_ipsets(ns: &Netns, p: &Programming) -> Result<(), StepError> {
             items.push(Item::SetEntry { set, entry });
         }
     }
-    tools::run(ns, "ipset", &["restore", "-exist"], Some(&input)).map_err(|e| {
-        match blamed_line(&e.stderr).and_then(|n| Some((n, items.get(n.checked_sub(1)?)?))) {
+    tools::run(ns, "ipset", &["restore", "-exist"], Some(&input)).map_err(
+        |e| match blamed_line(&e.stderr).and_then(|n| Some((n, items.get(n.checked_sub(1)?)?))) {
             Some((n, item)) => StepError {
-                input: Some(format!("ipset restore line {n}: `{}`", input.lines().nth(n - 1).unwrap_or_default())),
+                // Our restore input has extra `flush` lines: name the set, not its line.
+                input: Some(match item {
+                    Item::SetEntry { set, entry } => format!(
+                        "set {} entry `{}`",
+                        p.ipsets[*set].name, p.ipsets[*set].entries[*entry]
+                    ),
+                    _ => format!("`{}`", input.lines().nth(n - 1).unwrap_or_default()),
+                }),
                 item: Some(item.clone()),
                 message: tool_message(&e.stderr),
             },
             None => StepError::plain(e.to_string()),
-        }
-    })?;
+        },
+    )?;
     Ok(())
 }
 
@@ -528,7 +704,8 @@ fn roll_back_ipsets(ns: &Netns, p: &Programming, before: &Before) -> Result<(), 
 }
 
 fn open_ipvs(ns: &Netns) -> Result<IpvsHandle, StepError> {
-    IpvsHandle::in_netns(ns.path()).map_err(|e| StepError::plain(format!("opening IPVS in namespace {}: {e}", ns.name())))
+    IpvsHandle::in_netns(ns.path())
+        .map_err(|e| StepError::plain(format!("opening IPVS in namespace {}: {e}", ns.name())))
 }
 
 fn apply_ipvs(ns: &Netns, p: &Programming) -> Result<(), StepError> {
@@ -538,11 +715,16 @@ fn apply_ipvs(ns: &Netns, p: &Programming) -> Result<(), StepError> {
         .map_err(|e| StepError::plain(format!("reading the IPVS table: {e}")))?;
     for (service, vs) in p.ipvs.iter().enumerate() {
         let svc_err = |e: ipvs_genl::Error| StepError {
-            input: Some(format!("IPVS service `{}`", render_service_line(&vs.service).trim())),
+            input: Some(format!(
+                "IPVS service `{}`",
+                render_service_line(&vs.service).trim()
+            )),
             item: Some(Item::Service { service }),
             message: e.to_string(),
         };
-        let present = existing.iter().find(|(s, _)| s.service.key == vs.service.key);
+        let present = existing
+            .iter()
+            .find(|(s, _)| s.service.key == vs.service.key);
         match present {
             Some(_) => handle.update_service(&vs.service).map_err(svc_err)?,
             None => handle.add_service(&vs.service).map_err(svc_err)?,
@@ -552,17 +734,30 @@ fn apply_ipvs(ns: &Netns, p: &Programming) -> Result<(), StepError> {
             .unwrap_or_default();
         for (destination, d) in vs.destinations.iter().enumerate() {
             let dest_err = |e: ipvs_genl::Error| StepError {
-                input: Some(format!("IPVS destination `{}`", render_destination_line(&vs.service, d).trim())),
-                item: Some(Item::Destination { service, destination }),
+                input: Some(format!(
+                    "IPVS destination `{}`",
+                    render_destination_line(&vs.service, d).trim()
+                )),
+                item: Some(Item::Destination {
+                    service,
+                    destination,
+                }),
                 message: e.to_string(),
             };
             if present_dests.iter().any(|x| x.key() == d.key()) {
-                handle.update_destination(&vs.service.key, d).map_err(dest_err)?;
+                handle
+                    .update_destination(&vs.service.key, d)
+                    .map_err(dest_err)?;
             } else {
-                handle.add_destination(&vs.service.key, d).map_err(dest_err)?;
+                handle
+                    .add_destination(&vs.service.key, d)
+                    .map_err(dest_err)?;
             }
         }
-        for stale in present_dests.iter().filter(|x| !vs.destinations.iter().any(|d| d.key() == x.key())) {
+        for stale in present_dests
+            .iter()
+            .filter(|x| !vs.destinations.iter().any(|d| d.key() == x.key()))
+        {
             handle
                 .delete_destination(&vs.service.key, &stale.key())
                 .map_err(svc_err)?;

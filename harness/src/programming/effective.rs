@@ -54,7 +54,7 @@ pub struct IpSetState {
 /// The IPVS table as read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IpvsTable {
-    /// Services (without the kernel's HASHED flag) and destinations, in kernel dump order.
+    /// Services (without the kernel's HASHED flag) and their destinations, sorted by key.
     pub servers: Vec<VirtualServer>,
     /// `ipvsadm -Sn` text of the table, from our client.
     pub save: String,
@@ -117,13 +117,19 @@ fn read_ipvs(ns: &Netns) -> Result<Option<IpvsTable>, ReadError> {
         Err(e) => return Err(err(e)),
     };
     let table = handle.table().map_err(err)?;
-    let servers = table
+    // Sorted: the kernel's dump order depends on hash buckets and insertion history.
+    let mut servers: Vec<VirtualServer> = table
         .iter()
-        .map(|(svc, dests)| VirtualServer {
-            service: svc.service.normalized(),
-            destinations: dests.iter().map(|d| d.destination.clone()).collect(),
+        .map(|(svc, dests)| {
+            let mut destinations: Vec<_> = dests.iter().map(|d| d.destination.clone()).collect();
+            destinations.sort_by_key(|d| d.key());
+            VirtualServer {
+                service: svc.service.normalized(),
+                destinations,
+            }
         })
         .collect();
+    servers.sort_by_key(|vs| vs.service.key);
     Ok(Some(IpvsTable {
         servers,
         save: format_save(&table),
@@ -165,7 +171,9 @@ pub fn normalize_iptables_save(save: &str) -> BTreeMap<Table, TableRules> {
             current = None;
             continue;
         }
-        let Some(rules) = raw.get_mut(&table) else { continue };
+        let Some(rules) = raw.get_mut(&table) else {
+            continue;
+        };
         if let Some(decl) = line.strip_prefix(':') {
             let mut parts = decl.split_whitespace();
             let name = parts.next().unwrap_or_default().to_string();
@@ -263,26 +271,60 @@ pub fn normalize_ipset_save(save: &str) -> Vec<IpSetState> {
 /// One thing a programming asked for that the kernel does not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Missing {
-    Chain { table: Table, chain: String },
-    ChainPolicy { table: Table, chain: String, wanted: String, found: Option<String> },
-    Rule { table: Table, rule: String },
-    Set { name: String },
-    SetType { name: String, wanted: String, found: String },
-    SetEntry { set: String, entry: String },
+    Chain {
+        table: Table,
+        chain: String,
+    },
+    ChainPolicy {
+        table: Table,
+        chain: String,
+        wanted: String,
+        found: Option<String>,
+    },
+    Rule {
+        table: Table,
+        rule: String,
+    },
+    Set {
+        name: String,
+    },
+    SetType {
+        name: String,
+        wanted: String,
+        found: String,
+    },
+    SetEntry {
+        set: String,
+        entry: String,
+    },
     Ipvs,
-    Service { service: String },
-    Destination { service: String, destination: String },
+    Service {
+        service: String,
+    },
+    Destination {
+        service: String,
+        destination: String,
+    },
     Device,
     Address(Ipv4Addr),
     LocalRoute(Ipv4Addr),
-    Sysctl { key: String, wanted: String, found: Option<String> },
+    Sysctl {
+        key: String,
+        wanted: String,
+        found: Option<String>,
+    },
 }
 
 impl fmt::Display for Missing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Missing::Chain { table, chain } => write!(f, "table {}: chain {chain}", table.name()),
-            Missing::ChainPolicy { table, chain, wanted, found } => write!(
+            Missing::ChainPolicy {
+                table,
+                chain,
+                wanted,
+                found,
+            } => write!(
                 f,
                 "table {}: chain {chain} has policy {} instead of {wanted}",
                 table.name(),
@@ -290,18 +332,34 @@ impl fmt::Display for Missing {
             ),
             Missing::Rule { table, rule } => write!(f, "table {}: rule `{rule}`", table.name()),
             Missing::Set { name } => write!(f, "ipset {name}"),
-            Missing::SetType { name, wanted, found } => write!(f, "ipset {name} is {found}, not {wanted}"),
+            Missing::SetType {
+                name,
+                wanted,
+                found,
+            } => write!(f, "ipset {name} is {found}, not {wanted}"),
             Missing::SetEntry { set, entry } => write!(f, "ipset {set}: entry {entry}"),
             Missing::Ipvs => write!(f, "IPVS (the kernel has none)"),
             Missing::Service { service } => write!(f, "IPVS service `{}`", service.trim()),
-            Missing::Destination { service, destination } => {
-                write!(f, "IPVS destination `{}` (of `{}`)", destination.trim(), service.trim())
+            Missing::Destination {
+                service,
+                destination,
+            } => {
+                write!(
+                    f,
+                    "IPVS destination `{}` (of `{}`)",
+                    destination.trim(),
+                    service.trim()
+                )
             }
             Missing::Device => write!(f, "device {}", kube_ipvs0::DEVICE),
             Missing::Address(a) => write!(f, "address {a}/32 on {}", kube_ipvs0::DEVICE),
             Missing::LocalRoute(a) => write!(f, "local route for {a} (table local)"),
             Missing::Sysctl { key, wanted, found } => {
-                write!(f, "sysctl {key}={wanted} (found {})", found.as_deref().unwrap_or("no such sysctl"))
+                write!(
+                    f,
+                    "sysctl {key}={wanted} (found {})",
+                    found.as_deref().unwrap_or("no such sysctl")
+                )
             }
         }
     }
@@ -371,7 +429,8 @@ impl EffectiveState {
                     _ => {}
                 }
             }
-            let mut available: Vec<Option<(String, Vec<String>)>> = have.rules.iter().map(|r| rule_key(r)).collect();
+            let mut available: Vec<Option<(String, Vec<String>)>> =
+                have.rules.iter().map(|r| rule_key(r)).collect();
             for rule in &wanted.rules {
                 let key = rule_key(rule);
                 match available.iter().position(|a| a.is_some() && *a == key) {
@@ -388,7 +447,9 @@ impl EffectiveState {
     fn diff_ipsets(&self, p: &Programming, missing: &mut Vec<Missing>) {
         for set in &p.ipsets {
             let Some(have) = self.ipsets.iter().find(|s| s.name == set.name) else {
-                missing.push(Missing::Set { name: set.name.clone() });
+                missing.push(Missing::Set {
+                    name: set.name.clone(),
+                });
                 continue;
             };
             if have.type_name != set.set_type.name() {
@@ -421,12 +482,18 @@ impl EffectiveState {
         };
         for vs in &p.ipvs {
             let line = render_service_line(&vs.service);
-            let Some(have) = table.servers.iter().find(|h| h.service.key == vs.service.key) else {
+            let Some(have) = table
+                .servers
+                .iter()
+                .find(|h| h.service.key == vs.service.key)
+            else {
                 missing.push(Missing::Service { service: line });
                 continue;
             };
             if have.service != vs.service.normalized() {
-                missing.push(Missing::Service { service: line.clone() });
+                missing.push(Missing::Service {
+                    service: line.clone(),
+                });
             }
             for d in &vs.destinations {
                 if !have.destinations.contains(d) {
@@ -545,7 +612,10 @@ mod tests {
         let f = &t[&Table::Filter];
         let names: Vec<&str> = f.chains.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["FORWARD", "OUTPUT", "ALPHA", "ZED"]);
-        assert_eq!(f.rules, ["-A OUTPUT -j ALPHA", "-A ALPHA -j ZED", "-A ZED -j ACCEPT"]);
+        assert_eq!(
+            f.rules,
+            ["-A OUTPUT -j ALPHA", "-A ALPHA -j ZED", "-A ZED -j ACCEPT"]
+        );
     }
 
     #[test]
@@ -553,7 +623,10 @@ mod tests {
         let save = "create B hash:ip family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0xf742879b\nadd B 10.0.0.2\nadd B 10.0.0.1\ncreate A bitmap:port range 0-65535\n";
         let sets = normalize_ipset_save(save);
         assert_eq!(sets[0].name, "A");
-        assert_eq!(sets[1].create_options, "family inet hashsize 1024 maxelem 65536");
+        assert_eq!(
+            sets[1].create_options,
+            "family inet hashsize 1024 maxelem 65536"
+        );
         assert_eq!(sets[1].entries, ["10.0.0.1", "10.0.0.2"]);
     }
 }

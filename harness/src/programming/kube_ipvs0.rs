@@ -200,7 +200,11 @@ async fn local_routes(handle: &Handle, ns: &str, index: u32) -> Res<Vec<Ipv4Addr
     let mut out: Vec<Ipv4Addr> = routes
         .iter()
         .filter(|r| r.header.kind == RouteType::Local && r.header.table == RT_TABLE_LOCAL)
-        .filter(|r| r.attributes.iter().any(|a| matches!(a, RouteAttribute::Oif(i) if *i == index)))
+        .filter(|r| {
+            r.attributes
+                .iter()
+                .any(|a| matches!(a, RouteAttribute::Oif(i) if *i == index))
+        })
         .filter_map(|r| {
             r.attributes.iter().find_map(|a| match a {
                 RouteAttribute::Destination(RouteAddress::Inet(v4)) => Some(*v4),
@@ -255,12 +259,14 @@ pub fn ensure(ns: &Netns, wanted: &[Ipv4Addr], policy: DevicePolicy) -> Res<Ensu
             Some(link) => (link, false),
             None => {
                 create(&handle, &ns_name, policy).await?;
-                let link = find_link(&handle, &ns_name).await?.ok_or_else(|| DeviceError {
-                    what: format!("creating {DEVICE}"),
-                    namespace: ns_name.clone(),
-                    message: "the device is missing right after creation".into(),
-                    errno: None,
-                })?;
+                let link = find_link(&handle, &ns_name)
+                    .await?
+                    .ok_or_else(|| DeviceError {
+                        what: format!("creating {DEVICE}"),
+                        namespace: ns_name.clone(),
+                        message: "the device is missing right after creation".into(),
+                        errno: None,
+                    })?;
                 (link, true)
             }
         };
@@ -274,10 +280,11 @@ pub fn ensure(ns: &Netns, wanted: &[Ipv4Addr], policy: DevicePolicy) -> Res<Ensu
 }
 
 async fn create(handle: &Handle, ns: &str, policy: DevicePolicy) -> Res<()> {
+    // LinkBridge::new also sets the link up; kube-ipvs0 stays down, as kube-proxy leaves it.
     let bridge = || async {
         handle
             .link()
-            .add(LinkBridge::new(DEVICE).arp(false).build())
+            .add(LinkBridge::new(DEVICE).down().arp(false).build())
             .execute()
             .await
             .map_err(nl_err(ns, format!("creating {DEVICE} as a bridge")))
@@ -292,7 +299,9 @@ async fn create(handle: &Handle, ns: &str, policy: DevicePolicy) -> Res<()> {
         .await
         .map_err(nl_err(ns, format!("creating {DEVICE} as a dummy device")));
     match dummy {
-        Err(e) if policy == DevicePolicy::Auto && e.errno == Some(libc::EOPNOTSUPP) => bridge().await,
+        Err(e) if policy == DevicePolicy::Auto && e.errno == Some(libc::EOPNOTSUPP) => {
+            bridge().await
+        }
         other => other,
     }
 }
@@ -300,7 +309,8 @@ async fn create(handle: &Handle, ns: &str, policy: DevicePolicy) -> Res<()> {
 async fn sync_addresses(handle: &Handle, ns: &str, index: u32, wanted: &[Ipv4Addr]) -> Res<()> {
     let present = addresses(handle, ns, index).await?;
     for msg in present {
-        let keep = ipv4_of(&msg).is_some_and(|a| msg.header.prefix_len == 32 && wanted.contains(&a));
+        let keep =
+            ipv4_of(&msg).is_some_and(|a| msg.header.prefix_len == 32 && wanted.contains(&a));
         if !keep {
             let what = format!("removing {:?} from {DEVICE}", ipv4_of(&msg));
             handle
@@ -347,28 +357,35 @@ pub fn remove(ns: &Netns) -> Res<()> {
 pub fn restore_addresses(ns: &Netns, addrs: &[(Ipv4Addr, u8)]) -> Res<()> {
     let ns_name = ns.name().to_string();
     let addrs = addrs.to_vec();
-    with_handle(ns, &format!("restoring the addresses of {DEVICE}"), |handle| async move {
-        let Some(link) = find_link(&handle, &ns_name).await? else {
-            return Ok(());
-        };
-        let index = link.header.index;
-        for msg in addresses(&handle, &ns_name, index).await? {
-            let what = format!("removing {:?} from {DEVICE}", ipv4_of(&msg));
-            handle
-                .address()
-                .del(msg)
-                .execute()
-                .await
-                .map_err(nl_err(&ns_name, what))?;
-        }
-        for (addr, prefix) in addrs {
-            handle
-                .address()
-                .add(index, IpAddr::V4(addr), prefix)
-                .execute()
-                .await
-                .map_err(nl_err(&ns_name, format!("adding {addr}/{prefix} to {DEVICE}")))?;
-        }
-        Ok(())
-    })
+    with_handle(
+        ns,
+        &format!("restoring the addresses of {DEVICE}"),
+        |handle| async move {
+            let Some(link) = find_link(&handle, &ns_name).await? else {
+                return Ok(());
+            };
+            let index = link.header.index;
+            for msg in addresses(&handle, &ns_name, index).await? {
+                let what = format!("removing {:?} from {DEVICE}", ipv4_of(&msg));
+                handle
+                    .address()
+                    .del(msg)
+                    .execute()
+                    .await
+                    .map_err(nl_err(&ns_name, what))?;
+            }
+            for (addr, prefix) in addrs {
+                handle
+                    .address()
+                    .add(index, IpAddr::V4(addr), prefix)
+                    .execute()
+                    .await
+                    .map_err(nl_err(
+                        &ns_name,
+                        format!("adding {addr}/{prefix} to {DEVICE}"),
+                    ))?;
+            }
+            Ok(())
+        },
+    )
 }

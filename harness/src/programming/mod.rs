@@ -3,12 +3,14 @@ pub use model::*;
 pub mod apply;
 pub mod effective;
 pub mod kube_ipvs0;
-mod rule_key;
+pub(crate) mod rule_key;
 pub mod source;
 pub mod text;
 pub mod tools;
 
-pub use apply::{apply, Applier, AppliedReport, ApplyError, ApplyOptions, Step};
-pub use effective::{builtin_chains, effective_state, EffectiveState, Missing, ReadError, ReadOptions};
+pub use apply::{apply, AppliedReport, Applier, ApplyError, ApplyOptions, Step};
+pub use effective::{
+    builtin_chains, effective_state, EffectiveState, Missing, ReadError, ReadOptions,
+};
 pub use source::{Item, Origin, SourceMap};
 pub use text::{parse_text, parse_text_with_sources, render_text, ParsedText, TextError};

@@ -18,7 +18,11 @@ pub fn rule_key(rule: &str) -> Option<(String, Vec<String>)> {
         }
         if !quoted && is_option(&token) {
             let name = long_to_short(&token);
-            groups.push(vec![if negate { format!("! {name}") } else { name.to_string() }]);
+            groups.push(vec![if negate {
+                format!("! {name}")
+            } else {
+                name.to_string()
+            }]);
             negate = false;
         } else if let Some(group) = groups.last_mut() {
             group.push(token);
@@ -40,7 +44,9 @@ pub fn rule_key(rule: &str) -> Option<(String, Vec<String>)> {
 }
 
 fn is_option(token: &str) -> bool {
-    token.starts_with('-') && token.len() > 1 && !token[1..].starts_with(|c: char| c.is_ascii_digit())
+    token.starts_with('-')
+        && token.len() > 1
+        && !token[1..].starts_with(|c: char| c.is_ascii_digit())
 }
 
 fn long_to_short(option: &str) -> &str {
@@ -83,7 +89,16 @@ fn normalize(groups: &mut Vec<Vec<String>>) {
                     }
                 }
             }
-            "--xor-mark" => *g = vec!["--set-xmark".into(), format!("{}/0x0", hex(g.get(1).map_or("", |s| s)))],
+            "--or-mark" => {
+                let v = hex(g.get(1).map_or("", |s| s));
+                *g = vec!["--set-xmark".into(), format!("{v}/{v}")];
+            }
+            "--xor-mark" => {
+                *g = vec![
+                    "--set-xmark".into(),
+                    format!("{}/0x0", hex(g.get(1).map_or("", |s| s))),
+                ]
+            }
             "--set-mark" => {
                 let value = g.get(1).cloned().unwrap_or_default();
                 let (v, m) = value.split_once('/').unwrap_or((&value, "0xffffffff"));
@@ -97,14 +112,24 @@ fn normalize(groups: &mut Vec<Vec<String>>) {
         }
     }
     // Implicit protocol matches that iptables adds after `-p`.
-    groups.retain(|g| !(g[0] == "-m" && matches!(g.get(1).map(String::as_str), Some("tcp" | "udp" | "sctp" | "icmp"))));
+    groups.retain(|g| {
+        !(g[0] == "-m"
+            && matches!(
+                g.get(1).map(String::as_str),
+                Some("tcp" | "udp" | "sctp" | "icmp")
+            ))
+    });
     let jumps_to = |groups: &Vec<Vec<String>>, target: &str| {
-        groups.iter().any(|g| g[0] == "-j" && g.get(1).map(String::as_str) == Some(target))
+        groups
+            .iter()
+            .any(|g| g[0] == "-j" && g.get(1).map(String::as_str) == Some(target))
     };
     if jumps_to(groups, "REJECT") && !has(groups, "--reject-with") {
         groups.push(vec!["--reject-with".into(), "icmp-port-unreachable".into()]);
     }
-    let uses_recent = groups.iter().any(|g| g[0] == "-m" && g.get(1).map(String::as_str) == Some("recent"));
+    let uses_recent = groups
+        .iter()
+        .any(|g| g[0] == "-m" && g.get(1).map(String::as_str) == Some("recent"));
     if uses_recent && !has(groups, "--mask") {
         groups.push(vec!["--mask".into(), "255.255.255.255".into()]);
     }
@@ -120,7 +145,9 @@ fn parse_num(s: &str) -> Option<u32> {
 /// `0x00004000/0x00004000` -> `0x4000/0x4000`; anything else unchanged.
 fn hex(v: &str) -> String {
     let parts: Vec<&str> = v.split('/').collect();
-    let all_hex = parts.iter().all(|p| p.starts_with("0x") && parse_num(p).is_some());
+    let all_hex = parts
+        .iter()
+        .all(|p| p.starts_with("0x") && parse_num(p).is_some());
     if !all_hex {
         return v.to_string();
     }
@@ -182,7 +209,10 @@ mod tests {
             "-A T1 -m comment --comment \"a b\" -s 10.0.0.1 -j MARK --xor-mark 0x00004000",
             "-A T1 -s 10.0.0.1/32 -m comment --comment \"a b\" -j MARK --set-xmark 0x4000/0x0",
         );
-        same("-A T1 -j MARK --set-mark 0x4000/0x4000", "-A T1 -j MARK --set-xmark 0x4000/0x4000");
+        same(
+            "-A T1 -j MARK --set-mark 0x4000/0x4000",
+            "-A T1 -j MARK --set-xmark 0x4000/0x4000",
+        );
         same(
             "-A T1 -p TCP --dport 80 -m statistic --mode random --probability 0.5 -j RETURN",
             "-A T1 -p tcp -m tcp --dport 80 -m statistic --mode random --probability 0.50000000000 -j RETURN",
@@ -191,8 +221,18 @@ mod tests {
             "-A T1 -m recent --name KUBE-SEP-X --set --rsource -j RETURN",
             "-A T1 -m recent --set --name KUBE-SEP-X --mask 255.255.255.255 --rsource -j RETURN",
         );
-        same("-A T2 -p tcp -j REJECT", "-A T2 -p tcp -j REJECT --reject-with icmp-port-unreachable");
-        assert_ne!(rule_key("-A T ! -s 10.0.0.0/8 -j X"), rule_key("-A T -s 10.0.0.0/8 -j X"));
+        same(
+            "-A T -j MARK --or-mark 0x4000",
+            "-A T -j MARK --set-xmark 0x4000/0x4000",
+        );
+        same(
+            "-A T2 -p tcp -j REJECT",
+            "-A T2 -p tcp -j REJECT --reject-with icmp-port-unreachable",
+        );
+        assert_ne!(
+            rule_key("-A T ! -s 10.0.0.0/8 -j X"),
+            rule_key("-A T -s 10.0.0.0/8 -j X")
+        );
         assert_ne!(rule_key("-A T -j X"), rule_key("-A U -j X"));
         assert_eq!(rule_key(":FOO - [0:0]"), None);
     }

@@ -44,6 +44,10 @@ impl SourceMap {
         self.0.get(item)
     }
 
+    pub fn iter(&self) -> impl Iterator<Item = (&Item, &Origin)> {
+        self.0.iter()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

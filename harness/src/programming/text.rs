@@ -40,8 +40,12 @@
 //! `exec:./proxier.sh stdout`.
 
 use super::source::{Item, Origin, SourceMap};
-use super::{ChainDecl, IpSet, IpSetType, Programming, RestoreMode, Table, TableRules, VirtualServer};
-use ipvs_genl::{format_save, parse_save, Destination, DestinationState, Service, ServiceState, Stats};
+use super::{
+    ChainDecl, IpSet, IpSetType, Programming, RestoreMode, Table, TableRules, VirtualServer,
+};
+use ipvs_genl::{
+    format_save, parse_save, Destination, DestinationState, Service, ServiceState, Stats,
+};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::net::Ipv4Addr;
@@ -115,7 +119,11 @@ pub fn parse_text_with_sources(text: &str, origin: &str) -> Result<ParsedText, T
 
 /// Parses text that may only contain the given sections (a replay's `iptables-save` file may
 /// only hold tables).
-pub fn parse_sections(text: &str, origin: &str, allowed: &[Section]) -> Result<ParsedText, TextError> {
+pub fn parse_sections(
+    text: &str,
+    origin: &str,
+    allowed: &[Section],
+) -> Result<ParsedText, TextError> {
     let err = |line: usize, message: String| TextError {
         origin: origin.to_string(),
         line,
@@ -138,7 +146,10 @@ pub fn parse_sections(text: &str, origin: &str, allowed: &[Section]) -> Result<P
             } else if line.starts_with('*') {
                 return Err(err(
                     lineno,
-                    format!("`{line}` inside section *{} (opened at line {start}): missing COMMIT", section.name()),
+                    format!(
+                        "`{line}` inside section *{} (opened at line {start}): missing COMMIT",
+                        section.name()
+                    ),
                 ));
             } else {
                 body.push((lineno, line));
@@ -151,12 +162,19 @@ pub fn parse_sections(text: &str, origin: &str, allowed: &[Section]) -> Result<P
                     lineno,
                     format!(
                         "unknown section `*{name}` (expected one of {})",
-                        allowed.iter().map(|s| format!("*{}", s.name())).collect::<Vec<_>>().join(", ")
+                        allowed
+                            .iter()
+                            .map(|s| format!("*{}", s.name()))
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 )
             })?;
             if !allowed.contains(&section) {
-                return Err(err(lineno, format!("section `*{name}` is not allowed here")));
+                return Err(err(
+                    lineno,
+                    format!("section `*{name}` is not allowed here"),
+                ));
             }
             if !seen.insert(section) {
                 return Err(err(lineno, format!("section `*{name}` appears twice")));
@@ -164,30 +182,51 @@ pub fn parse_sections(text: &str, origin: &str, allowed: &[Section]) -> Result<P
             open = Some((section, lineno, Vec::new()));
         } else if let Some(mode) = line.strip_prefix("restore-mode:") {
             if !seen.is_empty() {
-                return Err(err(lineno, "`restore-mode:` must come before every section".into()));
+                return Err(err(
+                    lineno,
+                    "`restore-mode:` must come before every section".into(),
+                ));
             }
             out.programming.restore_mode = match mode.trim() {
                 "noflush" => RestoreMode::NoFlush,
                 "flush" => RestoreMode::Flush,
-                other => return Err(err(lineno, format!("unknown restore mode `{other}` (noflush or flush)"))),
+                other => {
+                    return Err(err(
+                        lineno,
+                        format!("unknown restore mode `{other}` (noflush or flush)"),
+                    ))
+                }
             };
         } else {
-            return Err(err(lineno, format!("`{line}` outside of a section (sections start with `*name`)")));
+            return Err(err(
+                lineno,
+                format!("`{line}` outside of a section (sections start with `*name`)"),
+            ));
         }
     }
     if let Some((section, start, _)) = open {
-        return Err(err(start, format!("section *{} is not closed by COMMIT", section.name())));
+        return Err(err(
+            start,
+            format!("section *{} is not closed by COMMIT", section.name()),
+        ));
     }
     Ok(out)
 }
 
-fn parse_body(section: Section, body: &[Line], origin: &str, out: &mut ParsedText) -> Result<(), TextError> {
+fn parse_body(
+    section: Section,
+    body: &[Line],
+    origin: &str,
+    out: &mut ParsedText,
+) -> Result<(), TextError> {
     match section {
         Section::Table(table) => {
             let rules = parse_table_body(table, body, origin, &mut out.sources)?;
             out.programming.iptables.insert(table, rules);
         }
-        Section::Ipset => out.programming.ipsets = parse_ipset_body(body, origin, &mut out.sources)?,
+        Section::Ipset => {
+            out.programming.ipsets = parse_ipset_body(body, origin, &mut out.sources)?
+        }
         Section::Ipvs => out.programming.ipvs = parse_ipvs_body(body, origin, &mut out.sources)?,
         Section::Addresses => {
             out.programming.ipvs_addresses = parse_addresses_body(body, origin, &mut out.sources)?
@@ -220,7 +259,12 @@ fn at(origin: &str, line: usize) -> Origin {
     }
 }
 
-fn parse_table_body(table: Table, body: &[Line], origin: &str, sources: &mut SourceMap) -> Result<TableRules, TextError> {
+fn parse_table_body(
+    table: Table,
+    body: &[Line],
+    origin: &str,
+    sources: &mut SourceMap,
+) -> Result<TableRules, TextError> {
     let mut rules = TableRules::default();
     for &(lineno, line) in body {
         let err = |message: String| TextError {
@@ -230,15 +274,31 @@ fn parse_table_body(table: Table, body: &[Line], origin: &str, sources: &mut Sou
         };
         if let Some(decl) = line.strip_prefix(':') {
             let mut parts = decl.split_whitespace();
-            let name = parts.next().filter(|n| !n.is_empty()).ok_or_else(|| err("chain declaration without a name".into()))?;
-            let policy = parts.next().ok_or_else(|| err(format!("chain {name} has no policy (`-` for a user chain)")))?;
+            let name = parts
+                .next()
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| err("chain declaration without a name".into()))?;
+            let policy = parts
+                .next()
+                .ok_or_else(|| err(format!("chain {name} has no policy (`-` for a user chain)")))?;
             if let Some(extra) = parts.next().filter(|c| !is_counters(c)) {
-                return Err(err(format!("unexpected `{extra}` after the policy of chain {name}")));
+                return Err(err(format!(
+                    "unexpected `{extra}` after the policy of chain {name}"
+                )));
             }
             if rules.chains.iter().any(|c| c.name == name) {
-                return Err(err(format!("chain {name} declared twice in table {}", table.name())));
+                return Err(err(format!(
+                    "chain {name} declared twice in table {}",
+                    table.name()
+                )));
             }
-            sources.insert(Item::Chain { table, index: rules.chains.len() }, at(origin, lineno));
+            sources.insert(
+                Item::Chain {
+                    table,
+                    index: rules.chains.len(),
+                },
+                at(origin, lineno),
+            );
             rules.chains.push(ChainDecl {
                 name: name.to_string(),
                 policy: (policy != "-").then(|| policy.to_string()),
@@ -251,7 +311,13 @@ fn parse_table_body(table: Table, body: &[Line], origin: &str, sources: &mut Sou
                     table.name()
                 )));
             }
-            sources.insert(Item::Rule { table, index: rules.rules.len() }, at(origin, lineno));
+            sources.insert(
+                Item::Rule {
+                    table,
+                    index: rules.rules.len(),
+                },
+                at(origin, lineno),
+            );
             rules.rules.push(rule.to_string());
         }
     }
@@ -274,7 +340,11 @@ fn strip_rule_counters(line: &str) -> &str {
 }
 
 /// Parses `ipset save` lines (`create`/`add`); also used for a replay's `ipset-save` file.
-pub(crate) fn parse_ipset_body(body: &[Line], origin: &str, sources: &mut SourceMap) -> Result<Vec<IpSet>, TextError> {
+pub(crate) fn parse_ipset_body(
+    body: &[Line],
+    origin: &str,
+    sources: &mut SourceMap,
+) -> Result<Vec<IpSet>, TextError> {
     let mut sets: Vec<IpSet> = Vec::new();
     for &(lineno, line) in body {
         let err = |message: String| TextError {
@@ -295,7 +365,11 @@ pub(crate) fn parse_ipset_body(body: &[Line], origin: &str, sources: &mut Source
                 let set_type = IpSetType::from_name(type_name).ok_or_else(|| {
                     err(format!(
                         "unknown ipset type `{type_name}` for set {name} (supported: {})",
-                        IpSetType::ALL.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
+                        IpSetType::ALL
+                            .iter()
+                            .map(|t| t.name())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ))
                 })?;
                 if sets.iter().any(|s| s.name == name) {
@@ -314,31 +388,52 @@ pub(crate) fn parse_ipset_body(body: &[Line], origin: &str, sources: &mut Source
                 if words.len() < 3 {
                     return Err(err(format!("`add {name}` without an entry")));
                 }
-                let index = sets
-                    .iter()
-                    .position(|s| s.name == name)
-                    .ok_or_else(|| err(format!("entry for set {name}, which no earlier `create` line defines")))?;
+                let index = sets.iter().position(|s| s.name == name).ok_or_else(|| {
+                    err(format!(
+                        "entry for set {name}, which no earlier `create` line defines"
+                    ))
+                })?;
                 let set = &mut sets[index];
-                sources.insert(Item::SetEntry { set: index, entry: set.entries.len() }, at(origin, lineno));
+                sources.insert(
+                    Item::SetEntry {
+                        set: index,
+                        entry: set.entries.len(),
+                    },
+                    at(origin, lineno),
+                );
                 set.entries.push(words[2..].join(" "));
             }
-            other => return Err(err(format!("unsupported ipset command `{other}` (only `create` and `add`)"))),
+            other => {
+                return Err(err(format!(
+                    "unsupported ipset command `{other}` (only `create` and `add`)"
+                )))
+            }
         }
     }
     Ok(sets)
 }
 
 /// Parses `ipvsadm -Sn` lines; also used for a replay's `ipvsadm-Sn` file.
-pub(crate) fn parse_ipvs_body(body: &[Line], origin: &str, sources: &mut SourceMap) -> Result<Vec<VirtualServer>, TextError> {
+pub(crate) fn parse_ipvs_body(
+    body: &[Line],
+    origin: &str,
+    sources: &mut SourceMap,
+) -> Result<Vec<VirtualServer>, TextError> {
     let text: String = body.iter().map(|(_, l)| format!("{l}\n")).collect();
     let table = parse_save(&text).map_err(|e| TextError {
         origin: origin.to_string(),
-        line: body.get(e.line.wrapping_sub(1)).map(|(n, _)| *n).unwrap_or(0),
+        line: body
+            .get(e.line.wrapping_sub(1))
+            .map(|(n, _)| *n)
+            .unwrap_or(0),
         message: format!("{}: `{}`", e.message, e.text.trim()),
     })?;
     let servers: Vec<VirtualServer> = table
         .into_iter()
-        .map(|(service, destinations)| VirtualServer { service, destinations })
+        .map(|(service, destinations)| VirtualServer {
+            service,
+            destinations,
+        })
         .collect();
     // Origins: -A lines are the services in order; a -a line's service is found by parsing it
     // after a synthetic -A of the same service (the parse above already validated everything).
@@ -347,12 +442,20 @@ pub(crate) fn parse_ipvs_body(body: &[Line], origin: &str, sources: &mut SourceM
     for &(lineno, line) in body {
         let first = line.split_whitespace().next().unwrap_or_default();
         if matches!(first, "-A" | "--add-service") {
-            sources.insert(Item::Service { service: service_index }, at(origin, lineno));
+            sources.insert(
+                Item::Service {
+                    service: service_index,
+                },
+                at(origin, lineno),
+            );
             service_index += 1;
         } else if let Some(key) = destination_service(line) {
             if let Some(service) = servers.iter().position(|vs| vs.service.key == key) {
                 sources.insert(
-                    Item::Destination { service, destination: dest_counts[service] },
+                    Item::Destination {
+                        service,
+                        destination: dest_counts[service],
+                    },
                     at(origin, lineno),
                 );
                 dest_counts[service] += 1;
@@ -364,15 +467,32 @@ pub(crate) fn parse_ipvs_body(body: &[Line], origin: &str, sources: &mut SourceM
 
 /// The service key of an `-a` line, by re-parsing it after an `-A` line for the same service.
 fn destination_service(line: &str) -> Option<ipvs_genl::ServiceKey> {
-    const SERVICE_OPTS: [&str; 8] = ["-t", "--tcp-service", "-u", "--udp-service", "--sctp-service", "-f", "--fwmark-service", "--sctp"];
+    const SERVICE_OPTS: [&str; 8] = [
+        "-t",
+        "--tcp-service",
+        "-u",
+        "--udp-service",
+        "--sctp-service",
+        "-f",
+        "--fwmark-service",
+        "--sctp",
+    ];
     let tokens: Vec<&str> = line.split_whitespace().collect();
-    let spec = tokens.windows(2).find_map(|w| SERVICE_OPTS.contains(&w[0]).then(|| format!("{} {}", w[0], w[1])))?;
+    let spec = tokens.windows(2).find_map(|w| {
+        SERVICE_OPTS
+            .contains(&w[0])
+            .then(|| format!("{} {}", w[0], w[1]))
+    })?;
     let parsed = parse_save(&format!("-A {spec}\n{line}\n")).ok()?;
     parsed.into_iter().next().map(|(svc, _)| svc.key)
 }
 
 /// Parses one address per line, `A.B.C.D` or `A.B.C.D/32`.
-pub(crate) fn parse_addresses_body(body: &[Line], origin: &str, sources: &mut SourceMap) -> Result<Vec<Ipv4Addr>, TextError> {
+pub(crate) fn parse_addresses_body(
+    body: &[Line],
+    origin: &str,
+    sources: &mut SourceMap,
+) -> Result<Vec<Ipv4Addr>, TextError> {
     let mut out = Vec::new();
     for &(lineno, line) in body {
         let err = |message: String| TextError {
@@ -397,7 +517,9 @@ pub(crate) fn parse_host_address(text: &str) -> Result<Ipv4Addr, String> {
         None => (text, None),
     };
     if let Some(p) = prefix.filter(|p| *p != "32") {
-        return Err(format!("address `{text}`: kube-ipvs0 addresses are /32, not /{p}"));
+        return Err(format!(
+            "address `{text}`: kube-ipvs0 addresses are /32, not /{p}"
+        ));
     }
     addr.parse::<Ipv4Addr>()
         .map_err(|_| format!("malformed IPv4 address `{text}`"))
@@ -416,7 +538,9 @@ fn parse_sysctl_line(line: &str) -> Result<(String, String), String> {
         return Err(format!("malformed sysctl name `{key}`"));
     }
     if !key.starts_with("net.") {
-        return Err(format!("sysctl `{key}` is not per network namespace (only net.* keys are allowed)"));
+        return Err(format!(
+            "sysctl `{key}` is not per network namespace (only net.* keys are allowed)"
+        ));
     }
     if value.is_empty() {
         return Err(format!("sysctl `{key}` has no value"));
@@ -464,7 +588,12 @@ pub fn render_text(p: &Programming) -> String {
 pub fn render_table(table: Table, rules: &TableRules) -> String {
     let mut out = format!("*{}\n", table.name());
     for c in &rules.chains {
-        let _ = writeln!(out, ":{} {} [0:0]", c.name, c.policy.as_deref().unwrap_or("-"));
+        let _ = writeln!(
+            out,
+            ":{} {} [0:0]",
+            c.name,
+            c.policy.as_deref().unwrap_or("-")
+        );
     }
     for r in &rules.rules {
         let _ = writeln!(out, "{r}");
@@ -501,7 +630,10 @@ pub fn render_ipvs(servers: &[VirtualServer]) -> String {
     out
 }
 
-fn service_state(service: &Service, dests: Vec<Destination>) -> (ServiceState, Vec<DestinationState>) {
+fn service_state(
+    service: &Service,
+    dests: Vec<Destination>,
+) -> (ServiceState, Vec<DestinationState>) {
     (
         ServiceState {
             service: service.clone(),
@@ -529,7 +661,9 @@ pub fn render_service_line(service: &Service) -> String {
 pub fn render_destination_line(service: &Service, dest: &Destination) -> String {
     // format_save prints the service line first; the destination line is what follows.
     let both = format_save(&[service_state(service, vec![dest.clone()])]);
-    both.split_once('\n').map(|(_, d)| d.to_string()).unwrap_or_default()
+    both.split_once('\n')
+        .map(|(_, d)| d.to_string())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -564,10 +698,18 @@ mod tests {
             Table::Nat,
             TableRules {
                 chains: vec![
-                    ChainDecl { name: "PREROUTING".into(), policy: Some("ACCEPT".into()) },
-                    ChainDecl { name: "KUBE-SERVICES".into(), policy: None },
+                    ChainDecl {
+                        name: "PREROUTING".into(),
+                        policy: Some("ACCEPT".into()),
+                    },
+                    ChainDecl {
+                        name: "KUBE-SERVICES".into(),
+                        policy: None,
+                    },
                 ],
-                rules: vec!["-A PREROUTING -m comment --comment \"kube svc\" -j KUBE-SERVICES".into()],
+                rules: vec![
+                    "-A PREROUTING -m comment --comment \"kube svc\" -j KUBE-SERVICES".into(),
+                ],
             },
         );
         p.sysctls.insert("net.ipv4.vs.conntrack".into(), "1".into());
@@ -579,7 +721,10 @@ mod tests {
         let p = sample();
         let text = render_text(&p);
         assert_eq!(parse_text(&text, "t").unwrap(), p, "{text}");
-        assert!(text.contains("-a -t 10.96.0.1:443 -r 192.168.1.10:6443 -m -w 1\n"), "{text}");
+        assert!(
+            text.contains("-a -t 10.96.0.1:443 -r 192.168.1.10:6443 -m -w 1\n"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -588,8 +733,20 @@ mod tests {
         let parsed = parse_text_with_sources(&text, "out").unwrap();
         let line_of = |item: Item| parsed.sources.get(&item).map(|o| o.line).unwrap();
         let find = |needle: &str| text.lines().position(|l| l.starts_with(needle)).unwrap() + 1;
-        assert_eq!(line_of(Item::Rule { table: Table::Nat, index: 0 }), find("-A PREROUTING"));
-        assert_eq!(line_of(Item::Destination { service: 0, destination: 0 }), find("-a -t"));
+        assert_eq!(
+            line_of(Item::Rule {
+                table: Table::Nat,
+                index: 0
+            }),
+            find("-A PREROUTING")
+        );
+        assert_eq!(
+            line_of(Item::Destination {
+                service: 0,
+                destination: 0
+            }),
+            find("-a -t")
+        );
         assert_eq!(line_of(Item::SetEntry { set: 0, entry: 0 }), find("add "));
     }
 
@@ -600,12 +757,18 @@ mod tests {
             e("*ipset\ncreate S hash:nope\nCOMMIT\n"),
             "proxier stdout:2: unknown ipset type `hash:nope` for set S (supported: hash:ip, hash:ip,port, hash:ip,port,ip, hash:ip,port,net, hash:net, bitmap:port)"
         );
-        assert!(
-            e("# x\n*ipvs\n-A -t 10.0.0.1:80 -s rr\n-a -t 10.0.0.2:80 -r 10.1.1.1:80 -m\nCOMMIT\n")
-                .starts_with("proxier stdout:4: destination for service TCP 10.0.0.2:80"),
+        assert!(e(
+            "# x\n*ipvs\n-A -t 10.0.0.1:80 -s rr\n-a -t 10.0.0.2:80 -r 10.1.1.1:80 -m\nCOMMIT\n"
+        )
+        .starts_with("proxier stdout:4: destination for service TCP 10.0.0.2:80"),);
+        assert_eq!(
+            e("*addresses\n10.0.0.300\nCOMMIT\n"),
+            "proxier stdout:2: malformed IPv4 address `10.0.0.300`"
         );
-        assert_eq!(e("*addresses\n10.0.0.300\nCOMMIT\n"), "proxier stdout:2: malformed IPv4 address `10.0.0.300`");
-        assert_eq!(e("*nat\n-A X -j Y\n"), "proxier stdout:1: section *nat is not closed by COMMIT");
+        assert_eq!(
+            e("*nat\n-A X -j Y\n"),
+            "proxier stdout:1: section *nat is not closed by COMMIT"
+        );
         assert!(e("*sysctl\nkernel.pid_max=1\nCOMMIT\n").contains(":2: sysctl `kernel.pid_max`"));
         assert!(e("*ipset\nadd S 1.2.3.4\nCOMMIT\n").contains(":2: entry for set S"));
         assert!(e("*nat\nCOMMIT\n*nat\nCOMMIT\n").contains(":3: section `*nat` appears twice"));

@@ -50,7 +50,12 @@ pub struct ToolError {
 }
 
 /// Runs `program args` inside `ns`, feeding `stdin`, returning stdout.
-pub fn run(ns: &Netns, program: &str, args: &[&str], stdin: Option<&str>) -> Result<String, ToolError> {
+pub fn run(
+    ns: &Netns,
+    program: &str,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> Result<String, ToolError> {
     let command = std::iter::once(program)
         .chain(args.iter().copied())
         .collect::<Vec<_>>()
@@ -64,12 +69,19 @@ pub fn run(ns: &Netns, program: &str, args: &[&str], stdin: Option<&str>) -> Res
         .command(program)
         .map_err(|e| failed("could not be prepared".into(), format!("{e:#}")))?;
     cmd.args(args)
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| failed("could not be started".into(), format!("{e} (is it installed?)")))?;
+    let mut child = cmd.spawn().map_err(|e| {
+        failed(
+            "could not be started".into(),
+            format!("{e} (is it installed?)"),
+        )
+    })?;
     if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
         // A tool that fails early closes its stdin; its exit status and stderr say why.
         let _ = pipe.write_all(input.as_bytes());
@@ -111,9 +123,25 @@ pub fn tool_message(stderr: &str) -> String {
     stderr
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("Try `iptables") && !l.starts_with("Error occurred at line"))
+        .filter(|l| {
+            !l.is_empty()
+                && !l.starts_with("Try `iptables")
+                && !l.starts_with("Error occurred at line")
+        })
+        .map(without_line_report)
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// `ipset v7.17: Error in line 19: Syntax error: ...` -> `ipset v7.17: Syntax error: ...`.
+fn without_line_report(line: &str) -> String {
+    match line.find("Error in line ") {
+        Some(i) => match line[i..].find(": ") {
+            Some(j) => format!("{}{}", &line[..i], &line[i + j + 2..]),
+            None => line.to_string(),
+        },
+        None => line.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -127,8 +155,15 @@ mod tests {
             Some(4)
         );
         assert_eq!(blamed_line("iptables-restore: line 12 failed"), Some(12));
-        assert_eq!(blamed_line("ipset v7.17: Error in line 2: Syntax error: x"), Some(2));
+        assert_eq!(
+            blamed_line("ipset v7.17: Error in line 2: Syntax error: x"),
+            Some(2)
+        );
         assert_eq!(blamed_line("something else"), None);
+        assert_eq!(
+            tool_message("ipset v7.17: Error in line 19: Syntax error: x"),
+            "ipset v7.17: Syntax error: x"
+        );
         assert_eq!(
             tool_message("a: b\n\nError occurred at line: 4\nTry `iptables-restore -h' or"),
             "a: b"

@@ -5,6 +5,8 @@
 
 pub mod kube_proxy_iptables;
 pub mod kube_proxy_ipvs;
+pub mod exec;
+pub mod replay;
 
 use crate::cluster::{ClusterState, NodeContext};
 use crate::programming::Programming;

@@ -434,8 +434,9 @@ pub struct Probe {
     #[serde(default)]
     pub protocol: Protocol,
     /// Fixed source port so the wire bytes are the same on every run. Defaults to
-    /// 40000 + 100 × the probe's index, so no two probes share a connection entry in IPVS's
-    /// table (which, unlike conntrack, cannot be flushed without removing the services).
+    /// 20000 + 1000 × the probe's index, so no two probes share a connection entry in IPVS's
+    /// table (which, unlike conntrack, cannot be flushed without removing the services), even
+    /// when a random-choice proxier makes the harness fire extra shots.
     #[serde(default)]
     pub source_port: Option<u16>,
     /// Send the probe this many times (distinct source ports from `sourcePort` upward) and
@@ -464,7 +465,7 @@ impl Probe {
     pub fn first_source_port(&self, index: usize) -> u32 {
         match self.source_port {
             Some(port) => u32::from(port),
-            None => 40000 + 100 * index as u32,
+            None => 20000 + 1000 * index as u32,
         }
     }
 }

@@ -1,0 +1,317 @@
+//! `exec:` proxiers: an external program programs one node.
+//!
+//! The program runs once per node, **inside that node's network namespace**, with the
+//! [`ProxierInput`] JSON (schema below) on stdin and the environment variables `KPCT_NODE` (node
+//! name) and `KPCT_NETNS` (namespace name, as `ip netns` knows it). It then either
+//!
+//! * prints a programming on stdout in the text format of [`crate::programming::text`]
+//!   (`*nat` ... `COMMIT`, `*ipset`, `*ipvs`, `*addresses`, `*sysctl`), which the harness
+//!   applies atomically, or
+//! * prints nothing and exits 0, meaning it programmed the namespace itself (with
+//!   iptables-restore, ipset, ipvsadm, ip ... — it already runs inside the namespace).
+//!
+//! Either way the harness reads the namespace's effective state back afterwards. A non-zero exit
+//! status, or running longer than the timeout (default 120 s), is an error naming the node and
+//! carrying the program's stderr.
+//!
+//! The input document is described below (also in `harness/src/proxier/exec-schema.md`).
+//!
+#![doc = include_str!("exec-schema.md")]
+
+use crate::cluster::{ClusterState, NodeContext, ProxierInput, SCHEMA_VERSION};
+use crate::netns::Netns;
+use crate::programming::effective::{
+    effective_state, EffectiveState, Missing, ReadError, ReadOptions,
+};
+use crate::programming::text::{parse_text_with_sources, ParsedText, TextError};
+use crate::programming::{AppliedReport, Applier, ApplyError};
+use std::io::{Read, Write};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// How long a proxier may run for one node unless configured otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// An external proxier program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecProxier {
+    pub program: String,
+    pub args: Vec<String>,
+    pub timeout: Duration,
+}
+
+/// What the program did for one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecOutcome {
+    /// It printed a programming for the harness to apply.
+    Printed(ParsedText),
+    /// It printed nothing and exited 0: it programmed the namespace itself.
+    SelfProgrammed,
+}
+
+/// The result of running the proxier for one node, applying what it printed and reading back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSync {
+    pub outcome: ExecOutcome,
+    /// Set when the harness applied a printed programming.
+    pub applied: Option<AppliedReport>,
+    pub effective: EffectiveState,
+    /// Items of the printed programming the kernel does not hold (empty when all applied).
+    pub missing: Vec<Missing>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("exec proxier spec `{0}`: expected `exec:PROGRAM [ARGS...]`")]
+    Spec(String),
+    #[error("node {node}: cannot encode the proxier input: {source}")]
+    Input {
+        node: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("node {node}: cannot start `{command}` in namespace {netns}: {message}")]
+    Spawn {
+        node: String,
+        netns: String,
+        command: String,
+        message: String,
+    },
+    #[error("node {node}: `{command}` did not finish within {timeout:?} and was killed; stderr: {stderr}")]
+    Timeout {
+        node: String,
+        command: String,
+        timeout: Duration,
+        stderr: String,
+    },
+    #[error("node {node}: `{command}` failed ({status}); stderr: {stderr}")]
+    Failed {
+        node: String,
+        command: String,
+        status: String,
+        stderr: String,
+    },
+    #[error("node {node}: the programming printed by `{command}` is malformed: {source}")]
+    Output {
+        node: String,
+        command: String,
+        #[source]
+        source: TextError,
+    },
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    #[error("node {node}: reading the effective state: {source}")]
+    Read {
+        node: String,
+        #[source]
+        source: Box<ReadError>,
+    },
+}
+
+/// The stdin document for one node.
+pub fn input_for(cluster: &ClusterState, node: &NodeContext) -> ProxierInput {
+    ProxierInput {
+        version: SCHEMA_VERSION,
+        cluster: cluster.clone(),
+        node: node.clone(),
+    }
+}
+
+impl ExecProxier {
+    pub fn new(program: impl Into<String>, args: Vec<String>) -> ExecProxier {
+        ExecProxier {
+            program: program.into(),
+            args,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// Parses `exec:PROGRAM [ARGS...]` (arguments split on whitespace, no quoting).
+    pub fn from_spec(spec: &str) -> Result<ExecProxier, ExecError> {
+        let rest = spec
+            .strip_prefix("exec:")
+            .ok_or_else(|| ExecError::Spec(spec.to_string()))?;
+        let mut words = rest.split_whitespace().map(str::to_string);
+        let program = words
+            .next()
+            .ok_or_else(|| ExecError::Spec(spec.to_string()))?;
+        Ok(ExecProxier::new(program, words.collect()))
+    }
+
+    fn command_line(&self) -> String {
+        std::iter::once(self.program.as_str())
+            .chain(self.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Runs the program for one node inside `ns` and parses what it printed.
+    pub fn run(&self, ns: &Netns, input: &ProxierInput) -> Result<ExecOutcome, ExecError> {
+        let node = input.node.name.clone();
+        let command = self.command_line();
+        let json = serde_json::to_string_pretty(input).map_err(|source| ExecError::Input {
+            node: node.clone(),
+            source,
+        })?;
+        let spawn_err = |message: String| ExecError::Spawn {
+            node: node.clone(),
+            netns: ns.name().to_string(),
+            command: command.clone(),
+            message,
+        };
+        let mut cmd = ns
+            .command(&self.program)
+            .map_err(|e| spawn_err(format!("{e:#}")))?;
+        cmd.args(&self.args)
+            .env("KPCT_NODE", &node)
+            .env("KPCT_NETNS", ns.name())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| spawn_err(e.to_string()))?;
+        // Pipes are drained on their own threads so a chatty program cannot block on a full
+        // pipe while we wait for it to exit.
+        let stdin = child.stdin.take();
+        let writer = std::thread::spawn(move || {
+            if let Some(mut pipe) = stdin {
+                // A program that ignores its input may exit before reading it: not an error.
+                let _ = pipe.write_all(json.as_bytes());
+            }
+        });
+        let drain = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = p.read_to_end(&mut buf);
+                }
+                String::from_utf8_lossy(&buf).into_owned()
+            })
+        };
+        let stdout = drain(
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let stderr = drain(
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let started = Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if started.elapsed() > self.timeout => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => return Err(spawn_err(format!("waiting for it: {e}"))),
+            }
+        };
+        let _ = writer.join();
+        let stdout = stdout.join().unwrap_or_default();
+        let stderr = stderr.join().unwrap_or_default().trim().to_string();
+        let Some(status) = status else {
+            return Err(ExecError::Timeout {
+                node,
+                command,
+                timeout: self.timeout,
+                stderr,
+            });
+        };
+        if !status.success() {
+            return Err(ExecError::Failed {
+                node,
+                command,
+                status: status.to_string(),
+                stderr,
+            });
+        }
+        if stdout.trim().is_empty() {
+            return Ok(ExecOutcome::SelfProgrammed);
+        }
+        let origin = format!("{} (stdout for node {node})", self.program);
+        parse_text_with_sources(&stdout, &origin)
+            .map(ExecOutcome::Printed)
+            .map_err(|source| ExecError::Output {
+                node,
+                command,
+                source,
+            })
+    }
+
+    /// Runs the program for one node, applies what it printed (if anything) and reads the
+    /// namespace back.
+    pub fn sync_node(
+        &self,
+        ns: &Netns,
+        input: &ProxierInput,
+        applier: &Applier,
+    ) -> Result<NodeSync, ExecError> {
+        let node = input.node.name.clone();
+        let outcome = self.run(ns, input)?;
+        let (applied, read_opts) = match &outcome {
+            ExecOutcome::Printed(parsed) => {
+                let report =
+                    applier.apply(ns, &node, &parsed.programming, Some(&parsed.sources))?;
+                (
+                    Some(report),
+                    ReadOptions::for_programming(&parsed.programming),
+                )
+            }
+            ExecOutcome::SelfProgrammed => (None, ReadOptions::default()),
+        };
+        let read_opts = ReadOptions {
+            backend: applier.options.backend,
+            ..read_opts
+        };
+        let effective = effective_state(ns, &read_opts).map_err(|source| ExecError::Read {
+            node: node.clone(),
+            source: Box::new(source),
+        })?;
+        let missing = match &outcome {
+            ExecOutcome::Printed(parsed) => effective.diff_against(&parsed.programming),
+            ExecOutcome::SelfProgrammed => Vec::new(),
+        };
+        Ok(NodeSync {
+            outcome,
+            applied,
+            effective,
+            missing,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documented_example_is_a_valid_input() {
+        let doc = include_str!("exec-schema.md");
+        let start = doc
+            .find("```json\n")
+            .expect("the schema has a JSON example")
+            + "```json\n".len();
+        let example = &doc[start..start + doc[start..].find("```").expect("closed")];
+        let input: ProxierInput =
+            serde_json::from_str(example).expect("the documented example parses");
+        assert_eq!(input.version, SCHEMA_VERSION);
+        // And it is exactly what the harness would send (field names and order).
+        let again = serde_json::to_string_pretty(&input).unwrap();
+        assert_eq!(again.trim(), example.trim());
+    }
+
+    #[test]
+    fn parses_specs() {
+        let p = ExecProxier::from_spec("exec:./x.sh --flag 1").unwrap();
+        assert_eq!(p.program, "./x.sh");
+        assert_eq!(p.args, ["--flag", "1"]);
+        assert!(ExecProxier::from_spec("exec:").is_err());
+        assert!(ExecProxier::from_spec("replay:x").is_err());
+    }
+}

@@ -1,0 +1,338 @@
+//! `replay:` proxiers: state captured on real nodes, written into the suite's node namespaces.
+//!
+//! A replay directory holds one subdirectory per node name, each with any of these files:
+//!
+//! | file | content | applied as |
+//! |---|---|---|
+//! | `iptables-save` | `iptables-save` output (counters and `#` comments allowed) | full `iptables-restore` of each table present |
+//! | `ipset-save` | `ipset save` output | sets created and filled |
+//! | `ipvsadm-Sn` | `ipvsadm -Sn` output | virtual and real servers |
+//! | `kube-ipvs0` | `ip -o addr show kube-ipvs0` output | the `inet` addresses (/32) bound to kube-ipvs0 |
+//!
+//! Problems name the file and line. [`capture`] writes such a directory from a live namespace
+//! with the same tools, so a suite run can be replayed.
+
+use crate::netns::Netns;
+use crate::programming::effective::{effective_state, EffectiveState, ReadError, ReadOptions};
+use crate::programming::source::SourceMap;
+use crate::programming::text::{parse_host_address, parse_sections, Section, TextError};
+use crate::programming::tools::{self, IptablesBackend, ToolError};
+use crate::programming::{
+    AppliedReport, Applier, ApplyError, Item, Origin, Programming, RestoreMode, Table,
+};
+use std::path::{Path, PathBuf};
+
+pub const IPTABLES_FILE: &str = "iptables-save";
+pub const IPSET_FILE: &str = "ipset-save";
+pub const IPVS_FILE: &str = "ipvsadm-Sn";
+pub const ADDRESSES_FILE: &str = "kube-ipvs0";
+
+/// A replay directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replay {
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("replay spec `{0}`: expected `replay:DIRECTORY`")]
+    Spec(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no capture for node {node}: {path} is not a directory")]
+    NoNode { node: String, path: PathBuf },
+    #[error(transparent)]
+    Text(#[from] TextError),
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    #[error("capturing {file}: {source}")]
+    Capture {
+        file: String,
+        #[source]
+        source: ToolError,
+    },
+    #[error("node {node}: reading the effective state: {source}")]
+    Read {
+        node: String,
+        #[source]
+        source: Box<ReadError>,
+    },
+}
+
+/// A node's capture as a programming, with the file line of every item.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Loaded {
+    pub programming: Programming,
+    pub sources: SourceMap,
+}
+
+impl Replay {
+    pub fn new(dir: impl Into<PathBuf>) -> Replay {
+        Replay { dir: dir.into() }
+    }
+
+    /// Parses `replay:DIRECTORY`.
+    pub fn from_spec(spec: &str) -> Result<Replay, ReplayError> {
+        match spec.strip_prefix("replay:") {
+            Some(dir) if !dir.trim().is_empty() => Ok(Replay::new(dir.trim())),
+            _ => Err(ReplayError::Spec(spec.to_string())),
+        }
+    }
+
+    /// Node names with a capture, sorted.
+    pub fn nodes(&self) -> Result<Vec<String>, ReplayError> {
+        let io = |source| ReplayError::Io {
+            path: self.dir.clone(),
+            source,
+        };
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&self.dir).map_err(io)? {
+            let entry = entry.map_err(io)?;
+            if entry.path().is_dir() {
+                out.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Reads one node's capture.
+    pub fn load(&self, node: &str) -> Result<Loaded, ReplayError> {
+        let dir = self.dir.join(node);
+        if !dir.is_dir() {
+            return Err(ReplayError::NoNode {
+                node: node.to_string(),
+                path: dir,
+            });
+        }
+        let mut loaded = Loaded::default();
+        let p = &mut loaded.programming;
+        if let Some((text, origin)) = read_optional(&dir.join(IPTABLES_FILE))? {
+            let tables = Table::ALL.map(Section::Table);
+            let parsed = parse_sections(&text, &origin, &tables)?;
+            p.iptables = parsed.programming.iptables;
+            loaded.sources.extend(parsed.sources);
+        }
+        // A capture is the whole truth of each table it lists, as `iptables-restore` of a save.
+        p.restore_mode = RestoreMode::Flush;
+        if let Some((text, origin)) = read_optional(&dir.join(IPSET_FILE))? {
+            let parsed = parse_sections(
+                &format!("*ipset\n{text}\nCOMMIT\n"),
+                &origin,
+                &[Section::Ipset],
+            )
+            .map_err(|e| shift_line(e, 1))?;
+            p.ipsets = parsed.programming.ipsets;
+            loaded.sources.extend(shift_sources(parsed.sources, 1));
+        }
+        if let Some((text, origin)) = read_optional(&dir.join(IPVS_FILE))? {
+            let parsed = parse_sections(
+                &format!("*ipvs\n{text}\nCOMMIT\n"),
+                &origin,
+                &[Section::Ipvs],
+            )
+            .map_err(|e| shift_line(e, 1))?;
+            p.ipvs = parsed.programming.ipvs;
+            loaded.sources.extend(shift_sources(parsed.sources, 1));
+        }
+        if let Some((text, origin)) = read_optional(&dir.join(ADDRESSES_FILE))? {
+            for (idx, line) in text.lines().enumerate() {
+                if let Some(addr) = parse_ip_addr_line(line).map_err(|message| TextError {
+                    origin: origin.clone(),
+                    line: idx + 1,
+                    message,
+                })? {
+                    loaded.sources.insert(
+                        Item::Address {
+                            index: p.ipvs_addresses.len(),
+                        },
+                        Origin {
+                            file: origin.clone(),
+                            line: idx + 1,
+                        },
+                    );
+                    p.ipvs_addresses.push(addr);
+                }
+            }
+        }
+        Ok(loaded)
+    }
+
+    /// Loads and applies one node's capture.
+    pub fn apply(
+        &self,
+        ns: &Netns,
+        node: &str,
+        applier: &Applier,
+    ) -> Result<AppliedReport, ReplayError> {
+        let loaded = self.load(node)?;
+        Ok(applier.apply(ns, node, &loaded.programming, Some(&loaded.sources))?)
+    }
+
+    /// Applies one node's capture and reads the namespace back.
+    pub fn sync_node(
+        &self,
+        ns: &Netns,
+        node: &str,
+        applier: &Applier,
+    ) -> Result<(AppliedReport, EffectiveState), ReplayError> {
+        let report = self.apply(ns, node, applier)?;
+        let opts = ReadOptions {
+            backend: applier.options.backend,
+            sysctls: Vec::new(),
+        };
+        let effective = effective_state(ns, &opts).map_err(|source| ReplayError::Read {
+            node: node.to_string(),
+            source: Box::new(source),
+        })?;
+        Ok((report, effective))
+    }
+}
+
+fn read_optional(path: &Path) -> Result<Option<(String, String)>, ReplayError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some((text, path.display().to_string()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ReplayError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// The files are parsed wrapped in a section header; line numbers are moved back by it.
+fn shift_line(mut e: TextError, by: usize) -> TextError {
+    e.line = e.line.saturating_sub(by);
+    e
+}
+
+fn shift_sources(sources: SourceMap, by: usize) -> SourceMap {
+    let mut out = SourceMap::default();
+    for (item, origin) in sources.iter() {
+        out.insert(
+            item.clone(),
+            Origin {
+                file: origin.file.clone(),
+                line: origin.line.saturating_sub(by),
+            },
+        );
+    }
+    out
+}
+
+/// One line of `ip -o addr show kube-ipvs0`: `N: kube-ipvs0    inet A.B.C.D/32 scope global
+/// kube-ipvs0\ ...`. IPv6 lines are skipped (the suite's proxiers are IPv4); blank lines too.
+fn parse_ip_addr_line(line: &str) -> Result<Option<std::net::Ipv4Addr>, String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        [] => Ok(None),
+        [_, dev, "inet6", ..] if dev.trim_end_matches(':') == "kube-ipvs0" => Ok(None),
+        [_, dev, "inet", addr, ..] if dev.trim_end_matches(':') == "kube-ipvs0" => {
+            parse_host_address(addr).map(Some)
+        }
+        _ => Err(format!(
+            "`{}` is not a line of `ip -o addr show kube-ipvs0`",
+            line.trim()
+        )),
+    }
+}
+
+/// Writes a replay capture of `ns` for `node` under `dir/node/`, with the real tools
+/// (`iptables-save`, `ipset save`, `ipvsadm -Sn` where the kernel has IPVS, `ip -o addr show
+/// kube-ipvs0` where the device exists).
+pub fn capture(
+    ns: &Netns,
+    node: &str,
+    dir: &Path,
+    backend: IptablesBackend,
+) -> Result<(), ReplayError> {
+    let node_dir = dir.join(node);
+    std::fs::create_dir_all(&node_dir).map_err(|source| ReplayError::Io {
+        path: node_dir.clone(),
+        source,
+    })?;
+    let write = |file: &str, text: &str| {
+        let path = node_dir.join(file);
+        std::fs::write(&path, text).map_err(|source| ReplayError::Io { path, source })
+    };
+    let tool = |file: &str, program: &str, args: &[&str]| {
+        tools::run(ns, program, args, None).map_err(|source| ReplayError::Capture {
+            file: file.to_string(),
+            source,
+        })
+    };
+    write(IPTABLES_FILE, &tool(IPTABLES_FILE, backend.save(), &[])?)?;
+    write(IPSET_FILE, &tool(IPSET_FILE, "ipset", &["save"])?)?;
+    if ns
+        .run(|| Path::new("/proc/net/ip_vs").exists())
+        .unwrap_or(false)
+    {
+        write(IPVS_FILE, &tool(IPVS_FILE, "ipvsadm", &["-Sn"])?)?;
+    }
+    if let Ok(addrs) = tools::run(ns, "ip", &["-o", "addr", "show", "dev", "kube-ipvs0"], None) {
+        write(ADDRESSES_FILE, &addrs)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_ip_addr_lines() {
+        let line = "5: kube-ipvs0    inet 10.96.0.1/32 scope global kube-ipvs0\\       valid_lft forever preferred_lft forever";
+        assert_eq!(
+            parse_ip_addr_line(line),
+            Ok(Some("10.96.0.1".parse().unwrap()))
+        );
+        assert_eq!(
+            parse_ip_addr_line("5: kube-ipvs0    inet6 fe80::1/64 scope link"),
+            Ok(None)
+        );
+        assert!(parse_ip_addr_line("5: eth0    inet 10.0.0.1/24").is_err());
+        assert!(
+            parse_ip_addr_line("5: kube-ipvs0    inet 10.0.0.1/24 scope global")
+                .unwrap_err()
+                .contains("/32")
+        );
+    }
+
+    #[test]
+    fn errors_name_file_and_line() {
+        let dir = std::env::temp_dir().join(format!("kpct-replay-unit-{}", std::process::id()));
+        let node = dir.join("node-a");
+        std::fs::create_dir_all(&node).unwrap();
+        std::fs::write(
+            node.join(IPSET_FILE),
+            "create A hash:ip\nadd A 10.0.0.1\ncreate B hash:bogus\n",
+        )
+        .unwrap();
+        let err = Replay::new(&dir).load("node-a").unwrap_err().to_string();
+        std::fs::write(node.join(IPSET_FILE), "create A hash:ip\nadd A 10.0.0.1\n").unwrap();
+        std::fs::write(
+            node.join(IPVS_FILE),
+            "-A -t 10.96.0.1:80 -s rr\n-a -t 10.96.0.1:80 -r 10.244.1.1:80 -m -w 1\n",
+        )
+        .unwrap();
+        let loaded = Replay::new(&dir).load("node-a").unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(err.ends_with("node-a/ipset-save:3: unknown ipset type `hash:bogus` for set B (supported: hash:ip, hash:ip,port, hash:ip,port,ip, hash:ip,port,net, hash:net, bitmap:port)"), "{err}");
+        let origin = loaded
+            .sources
+            .get(&Item::Destination {
+                service: 0,
+                destination: 0,
+            })
+            .unwrap();
+        assert!(
+            origin.to_string().ends_with("node-a/ipvsadm-Sn:2"),
+            "{origin}"
+        );
+        assert_eq!(loaded.programming.restore_mode, RestoreMode::Flush);
+    }
+}

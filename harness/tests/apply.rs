@@ -1,0 +1,504 @@
+//! The applier and the effective-state readback against the real kernel (needs root). Each test
+//! builds its own namespaces; tests named `needs_ipvs_*` need a kernel with IP_VS.
+
+use ipvs_genl::{Destination, ForwardMethod, Protocol, Service, ServiceKey};
+use kpct::caps;
+use kpct::netns::{install_signal_cleanup, Netns};
+use kpct::programming::kube_ipvs0::{DeviceKind, DevicePolicy};
+use kpct::programming::text::{parse_text_with_sources, render_text};
+use kpct::programming::{
+    effective_state, Applier, ApplyOptions, ChainDecl, EffectiveState, IpSet, IpSetType,
+    Programming, ReadOptions, Step, Table, TableRules, VirtualServer,
+};
+use kpct::topology::naming::RunPrefix;
+
+fn netns(role: &str) -> Netns {
+    install_signal_cleanup();
+    Netns::create(&format!("{}{role}", RunPrefix::next().as_str())).expect("create namespace")
+}
+
+fn applier() -> Applier {
+    let caps = caps::detect().expect("probe kernel capabilities");
+    Applier::new(ApplyOptions::from_caps(&caps))
+}
+
+fn dummy_expected() -> bool {
+    caps::detect()
+        .expect("probe kernel capabilities")
+        .get(caps::Feature::Dummy)
+        .ok()
+}
+
+fn chain(name: &str) -> ChainDecl {
+    ChainDecl {
+        name: name.into(),
+        policy: None,
+    }
+}
+
+fn set(name: &str, set_type: IpSetType, entries: &[&str]) -> IpSet {
+    IpSet {
+        name: name.into(),
+        set_type,
+        create_options: if set_type == IpSetType::BitmapPort {
+            "range 0-65535".into()
+        } else {
+            "family inet hashsize 1024 maxelem 65536".into()
+        },
+        entries: entries.iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+/// A kube-proxy-IPVS-like programming: every ipset type kube-proxy uses, nat and filter rules
+/// matching them, kube-ipvs0 addresses and sysctls; no IPVS.
+fn hand_made() -> Programming {
+    let mut p = Programming {
+        ipsets: vec![
+            set(
+                "KUBE-CLUSTER-IP",
+                IpSetType::HashIpPort,
+                &["10.96.0.10,tcp:80", "10.96.0.1,tcp:443"],
+            ),
+            set(
+                "KUBE-LOOP-BACK",
+                IpSetType::HashIpPortIp,
+                &["10.244.1.10,tcp:8080,10.244.1.10"],
+            ),
+            set(
+                "KUBE-LOAD-BALANCER-SOURCE-CIDR",
+                IpSetType::HashIpPortNet,
+                &["203.0.113.5,tcp:80,198.51.100.0/24"],
+            ),
+            set("KUBE-NODE-PORT-TCP", IpSetType::BitmapPort, &["30080"]),
+            set(
+                "KUBE-IPVS-IPS",
+                IpSetType::HashIp,
+                &["10.96.0.1", "10.96.0.10", "203.0.113.5"],
+            ),
+            set(
+                "KPCT-SOURCE-NETS",
+                IpSetType::HashNet,
+                &["198.51.100.0/24", "10.0.0.0/8"],
+            ),
+        ],
+        ipvs_addresses: vec![
+            "10.96.0.1".parse().unwrap(),
+            "10.96.0.10".parse().unwrap(),
+            "203.0.113.5".parse().unwrap(),
+        ],
+        ..Programming::default()
+    };
+    p.iptables.insert(
+        Table::Nat,
+        TableRules {
+            chains: vec![
+                chain("KUBE-SERVICES"),
+                chain("KUBE-POSTROUTING"),
+                chain("KUBE-NODE-PORT"),
+                chain("KUBE-MARK-MASQ"),
+            ],
+            rules: vec![
+                "-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES".into(),
+                "-A OUTPUT -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES".into(),
+                "-A POSTROUTING -m comment --comment \"kubernetes postrouting rules\" -j KUBE-POSTROUTING".into(),
+                "-A KUBE-POSTROUTING -m comment --comment \"Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose\" -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE".into(),
+                "-A KUBE-POSTROUTING -m mark ! --mark 0x00004000/0x00004000 -j RETURN".into(),
+                "-A KUBE-POSTROUTING -j MARK --xor-mark 0x00004000".into(),
+                "-A KUBE-POSTROUTING -m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE --random-fully".into(),
+                "-A KUBE-MARK-MASQ -j MARK --or-mark 0x00004000".into(),
+                "-A KUBE-SERVICES -m comment --comment \"Kubernetes service cluster ip + port for masquerade purpose\" -m set --match-set KUBE-CLUSTER-IP dst,dst ! -s 10.244.0.0/16 -j KUBE-MARK-MASQ".into(),
+                "-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT".into(),
+                "-A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT".into(),
+                "-A KUBE-NODE-PORT -p tcp -m comment --comment \"Kubernetes nodeport TCP port for masquerade purpose\" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ".into(),
+            ],
+        },
+    );
+    p.iptables.insert(
+        Table::Filter,
+        TableRules {
+            chains: vec![chain("KUBE-FORWARD"), chain("KUBE-SOURCE-RANGES-FIREWALL"), chain("KUBE-IPVS-FILTER")],
+            rules: vec![
+                "-A INPUT -m comment --comment \"kubernetes ipvs access filter\" -j KUBE-IPVS-FILTER".into(),
+                "-A FORWARD -m comment --comment \"kubernetes forwarding rules\" -j KUBE-FORWARD".into(),
+                "-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP".into(),
+                "-A KUBE-FORWARD -m comment --comment \"kubernetes forwarding rules\" -m mark --mark 0x00004000/0x00004000 -j ACCEPT".into(),
+                "-A KUBE-SOURCE-RANGES-FIREWALL -j DROP".into(),
+                "-A KUBE-IPVS-FILTER -m set --match-set KUBE-LOAD-BALANCER-SOURCE-CIDR dst,dst,src -j RETURN".into(),
+                "-A KUBE-IPVS-FILTER -m set --match-set KPCT-SOURCE-NETS src -j RETURN".into(),
+                "-A KUBE-IPVS-FILTER -m set --match-set KUBE-IPVS-IPS dst -m conntrack --ctstate NEW -j REJECT".into(),
+            ],
+        },
+    );
+    p.sysctls
+        .insert("net.ipv4.conf.all.route_localnet".into(), "1".into());
+    p.sysctls.insert("net.ipv4.ip_forward".into(), "1".into());
+    p
+}
+
+/// [`hand_made`] plus IPVS services, their destinations and the IPVS sysctls.
+fn hand_made_ipvs() -> Programming {
+    let mut p = hand_made();
+    let masq = |addr: &str, port| Destination {
+        forward: ForwardMethod::Masq,
+        ..Destination::new(addr.parse().unwrap(), port)
+    };
+    let svc = |addr: &str, port| {
+        Service::new(
+            ServiceKey::Addr {
+                protocol: Protocol::Tcp,
+                addr: addr.parse().unwrap(),
+                port,
+            },
+            "rr",
+        )
+    };
+    let mut sticky = svc("203.0.113.5", 80);
+    sticky.flags.0 |= ipvs_genl::ServiceFlags::PERSISTENT;
+    sticky.timeout = 10800;
+    p.ipvs = vec![
+        VirtualServer {
+            service: svc("10.96.0.10", 80),
+            destinations: vec![masq("10.244.1.10", 8080), masq("10.244.2.10", 8080)],
+        },
+        VirtualServer {
+            service: svc("10.96.0.1", 443),
+            destinations: vec![masq("192.168.1.10", 6443)],
+        },
+        VirtualServer {
+            service: sticky,
+            destinations: vec![masq("10.244.2.11", 8080)],
+        },
+    ];
+    p.sysctls.insert("net.ipv4.vs.conntrack".into(), "1".into());
+    p.sysctls
+        .insert("net.ipv4.vs.expire_nodest_conn".into(), "1".into());
+    p
+}
+
+fn read(ns: &Netns, p: &Programming) -> EffectiveState {
+    effective_state(ns, &ReadOptions::for_programming(p)).expect("read effective state")
+}
+
+fn snapshot(name: &str, text: &str) {
+    insta::with_settings!({snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/../snapshots")}, {
+        insta::assert_snapshot!(name, text);
+    });
+}
+
+#[test]
+fn apply_and_read_back() {
+    let ns = netns("apply");
+    let p = hand_made();
+    let report = applier().apply(&ns, "node-a", &p, None).expect("apply");
+    eprintln!("{report}");
+    let kind = report.device_kind.clone().expect("kube-ipvs0 was made");
+    assert_eq!(
+        kind,
+        if dummy_expected() {
+            DeviceKind::Dummy
+        } else {
+            DeviceKind::Bridge
+        }
+    );
+
+    let state = read(&ns, &p);
+    assert_eq!(
+        state.diff_against(&p),
+        vec![],
+        "everything programmed is in the kernel:\n{state}"
+    );
+    let dev = state.kube_ipvs0.as_ref().expect("kube-ipvs0 exists");
+    assert_eq!(dev.kind, kind);
+    assert!(
+        !dev.up && dev.noarp,
+        "kube-ipvs0 is DOWN and NOARP like kube-proxy's: {dev:?}"
+    );
+    let local = ns
+        .exec(
+            "ip",
+            &["route", "show", "table", "local", "dev", "kube-ipvs0"],
+        )
+        .unwrap();
+    for a in &p.ipvs_addresses {
+        assert!(
+            local.contains(&format!("local {a} ")),
+            "{a} is a local route:\n{local}"
+        );
+    }
+    // The effective state text is itself a programming: it parses.
+    kpct::programming::parse_text(&state.to_string(), "effective").expect("effective state parses");
+    snapshot("apply_hand_made", &state.to_string());
+
+    // Applying again changes nothing (objects named are set, not appended to).
+    applier()
+        .apply(&ns, "node-a", &p, None)
+        .expect("second apply");
+    assert_eq!(read(&ns, &p), state);
+}
+
+#[test]
+fn auto_policy_falls_back_to_a_bridge_only_without_dummy() {
+    let ns = netns("auto");
+    let p = Programming {
+        ipvs_addresses: vec!["10.96.0.1".parse().unwrap()],
+        ..Programming::default()
+    };
+    let report = Applier::new(ApplyOptions {
+        device: DevicePolicy::Auto,
+        ..ApplyOptions::default()
+    })
+    .apply(&ns, "node-a", &p, None)
+    .expect("apply");
+    let expected = if dummy_expected() {
+        DeviceKind::Dummy
+    } else {
+        DeviceKind::Bridge
+    };
+    assert_eq!(report.device_kind, Some(expected));
+    assert!(report.to_string().contains("kube-ipvs0 ["), "{report}");
+}
+
+/// Applies `bad` on top of `ns`'s current state, expects failure at `step`, and checks the
+/// namespace reads exactly as before. Returns the error text.
+fn fails_and_rolls_back(
+    ns: &Netns,
+    bad: &Programming,
+    sources: Option<&kpct::programming::SourceMap>,
+    step: Step,
+) -> String {
+    let before = read(ns, bad);
+    let err = applier()
+        .apply(ns, "node-a", bad, sources)
+        .expect_err("the bad programming is refused");
+    assert_eq!(err.step, step, "{err}");
+    assert!(err.rollback_problems.is_empty(), "{err}");
+    assert_eq!(err.node, "node-a");
+    eprintln!("refused as expected: {err}");
+    let after = read(ns, bad);
+    assert_eq!(
+        after, before,
+        "nothing is left behind by: {err}\nbefore:\n{before}\nafter:\n{after}"
+    );
+    err.to_string()
+}
+
+#[test]
+fn malformed_iptables_rule_is_reported_and_rolled_back() {
+    let ns = netns("badrule");
+    let mut bad = hand_made();
+    let nat = bad.iptables.get_mut(&Table::Nat).unwrap();
+    nat.rules
+        .insert(3, "-A KUBE-SERVICES -m bogus --what -j ACCEPT".into());
+    let err = fails_and_rolls_back(&ns, &bad, None, Step::Iptables);
+    // `*nat` + 4 chain declarations + 3 rules: the bad rule is line 9 of the nat section.
+    assert!(
+        err.contains("at table nat line 9: `-A KUBE-SERVICES -m bogus --what -j ACCEPT`"),
+        "{err}"
+    );
+    assert!(err.contains("bogus"), "{err}");
+    assert!(
+        err.starts_with("node node-a: iptables-restore failed"),
+        "{err}"
+    );
+
+    // From text the error also names the line the proxier printed it on.
+    let text = render_text(&bad);
+    let parsed = parse_text_with_sources(&text, "proxier.out").unwrap();
+    let line = text.lines().position(|l| l.contains("-m bogus")).unwrap() + 1;
+    let err = fails_and_rolls_back(
+        &ns,
+        &parsed.programming,
+        Some(&parsed.sources),
+        Step::Iptables,
+    );
+    assert!(err.contains(&format!("(from proxier.out:{line})")), "{err}");
+}
+
+#[test]
+fn ipset_entry_not_matching_its_type_is_reported_and_rolled_back() {
+    let ns = netns("badentry");
+    let mut bad = hand_made();
+    bad.ipsets[4].entries.push("10.96.0.1,tcp:80".into());
+    let text = render_text(&bad);
+    let parsed = parse_text_with_sources(&text, "proxier.out").unwrap();
+    let line = text
+        .lines()
+        .position(|l| l == "add KUBE-IPVS-IPS 10.96.0.1,tcp:80")
+        .unwrap()
+        + 1;
+    let err = fails_and_rolls_back(
+        &ns,
+        &parsed.programming,
+        Some(&parsed.sources),
+        Step::Ipsets,
+    );
+    assert!(
+        err.contains("at set KUBE-IPVS-IPS entry `10.96.0.1,tcp:80`"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("(from proxier.out:{line})")), "{err}");
+    assert!(
+        err.contains("hash:ip"),
+        "ipset's own explanation is kept: {err}"
+    );
+}
+
+#[test]
+fn text_errors_apply_nothing() {
+    let ns = netns("badtext");
+    let before = read(&ns, &hand_made());
+    let unknown_type = "*ipset\ncreate KUBE-X hash:ip\ncreate KUBE-Y hash:mac\nCOMMIT\n";
+    let e = parse_text_with_sources(unknown_type, "out.txt")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("out.txt:3: unknown ipset type `hash:mac`"),
+        "{e}"
+    );
+    let orphan = "*ipvs\n-A -t 10.96.0.10:80 -s rr\n-a -t 10.96.0.11:80 -r 10.244.1.10:8080 -m -w 1\nCOMMIT\n";
+    let e = parse_text_with_sources(orphan, "out.txt")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("out.txt:3: destination for service TCP 10.96.0.11:80"),
+        "{e}"
+    );
+    let address = "*addresses\n10.96.0.1\n10.96.0/32\nCOMMIT\n";
+    let e = parse_text_with_sources(address, "out.txt")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "out.txt:3: malformed IPv4 address `10.96.0/32`");
+    assert_eq!(read(&ns, &hand_made()), before);
+}
+
+#[test]
+fn failure_on_top_of_existing_state_restores_it() {
+    let ns = netns("ontop");
+    let good = hand_made();
+    applier().apply(&ns, "node-a", &good, None).expect("apply");
+    // Same objects with other content, then a rule the kernel refuses: every touched object
+    // (sets, chains, addresses, sysctls) must come back as the first apply left it.
+    let mut bad = good.clone();
+    bad.ipsets[0].entries = vec!["10.96.0.99,udp:53".into()];
+    bad.ipsets
+        .push(set("KPCT-NEW", IpSetType::HashIp, &["10.0.0.1"]));
+    bad.ipvs_addresses = vec!["10.96.0.99".parse().unwrap()];
+    bad.sysctls
+        .insert("net.ipv4.conf.all.route_localnet".into(), "0".into());
+    bad.iptables
+        .get_mut(&Table::Filter)
+        .unwrap()
+        .rules
+        .push("-A KUBE-FORWARD -j NO-SUCH-CHAIN".into());
+    bad.iptables.insert(
+        Table::Mangle,
+        TableRules {
+            chains: vec![chain("KPCT-MANGLE")],
+            rules: vec!["-A KPCT-MANGLE -j ACCEPT".into()],
+        },
+    );
+    let err = fails_and_rolls_back(&ns, &bad, None, Step::Iptables);
+    assert!(
+        err.contains("at table filter line 13: `-A KUBE-FORWARD -j NO-SUCH-CHAIN`"),
+        "{err}"
+    );
+    assert_eq!(read(&ns, &good).diff_against(&good), vec![]);
+}
+
+#[test]
+fn needs_ipvs_apply_and_read_back() {
+    caps::require_ipvs();
+    let ns = netns("apply-ipvs");
+    let p = hand_made_ipvs();
+    let report = applier().apply(&ns, "node-a", &p, None).expect("apply");
+    assert_eq!(
+        report.device_kind,
+        Some(DeviceKind::Dummy),
+        "kernels with IPVS here have dummy: {report}"
+    );
+    assert_eq!((report.services, report.destinations), (3, 4));
+    let state = read(&ns, &p);
+    assert_eq!(state.diff_against(&p), vec![], "{state}");
+    let ours = &state.ipvs.as_ref().expect("IPVS table read").save;
+    let theirs = ns.exec("ipvsadm", &["-Sn"]).expect("ipvsadm -Sn");
+    assert_eq!(ours, &theirs, "our client prints what ipvsadm prints");
+    snapshot("apply_hand_made_ipvs", &state.to_string());
+    applier()
+        .apply(&ns, "node-a", &p, None)
+        .expect("second apply");
+    assert_eq!(read(&ns, &p), state);
+}
+
+#[test]
+fn needs_ipvs_failure_at_ipvs_rolls_everything_back() {
+    caps::require_ipvs();
+    let ns = netns("bad-ipvs");
+    let mut bad = hand_made_ipvs();
+    bad.ipvs[1].service.scheduler = "no-such-scheduler".into();
+    let text = render_text(&bad);
+    let parsed = parse_text_with_sources(&text, "proxier.out").unwrap();
+    let line = text
+        .lines()
+        .position(|l| l.contains("no-such-scheduler"))
+        .unwrap()
+        + 1;
+    let err = fails_and_rolls_back(&ns, &parsed.programming, Some(&parsed.sources), Step::Ipvs);
+    assert!(err.contains("no-such-scheduler"), "{err}");
+    assert!(err.contains(&format!("(from proxier.out:{line})")), "{err}");
+
+    // On top of a programmed node, a failing IPVS update restores the old table.
+    applier()
+        .apply(&ns, "node-a", &hand_made_ipvs(), None)
+        .expect("apply");
+    let mut bad = hand_made_ipvs();
+    bad.ipvs[0].destinations.pop();
+    bad.ipvs.push(VirtualServer {
+        service: Service::new(
+            ServiceKey::Addr {
+                protocol: Protocol::Udp,
+                addr: "10.96.0.10".parse().unwrap(),
+                port: 53,
+            },
+            "no-such-scheduler",
+        ),
+        destinations: vec![],
+    });
+    fails_and_rolls_back(&ns, &bad, None, Step::Ipvs);
+}
+
+#[test]
+fn legacy_iptables_backend_applies_and_rolls_back() {
+    use kpct::programming::tools::IptablesBackend;
+    let ns = netns("legacy");
+    let legacy = Applier::new(ApplyOptions {
+        backend: IptablesBackend::Legacy,
+        ..applier().options
+    });
+    let opts = ReadOptions {
+        backend: IptablesBackend::Legacy,
+        ..ReadOptions::for_programming(&hand_made())
+    };
+    let before = effective_state(&ns, &opts).unwrap();
+    let mut bad = hand_made();
+    bad.iptables
+        .get_mut(&Table::Filter)
+        .unwrap()
+        .rules
+        .push("-A KUBE-FORWARD -p tcp --dport 99999 -j ACCEPT".into());
+    let err = legacy
+        .apply(&ns, "node-a", &bad, None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("(legacy)") && err.contains("99999"), "{err}");
+    assert_eq!(effective_state(&ns, &opts).unwrap(), before, "{err}");
+
+    let p = hand_made();
+    let report = legacy
+        .apply(&ns, "node-a", &p, None)
+        .expect("apply with iptables-legacy");
+    assert!(report.to_string().contains("iptables-legacy"), "{report}");
+    let state = effective_state(&ns, &opts).unwrap();
+    assert_eq!(state.diff_against(&p), vec![]);
+    // The nf_tables view of the namespace holds none of it.
+    assert!(read(&ns, &p).iptables.is_empty());
+}

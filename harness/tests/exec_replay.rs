@@ -1,0 +1,264 @@
+//! `exec:` and `replay:` proxiers against the real kernel (needs root; no IPVS).
+
+use kpct::caps;
+use kpct::cluster::{ClusterState, NodeContext};
+use kpct::netns::{install_signal_cleanup, Netns};
+use kpct::programming::{
+    effective_state, Applier, ApplyOptions, ChainDecl, EffectiveState, IpSet, IpSetType,
+    Programming, ReadOptions, Table, TableRules,
+};
+use kpct::proxier::exec::{input_for, ExecError, ExecOutcome, ExecProxier};
+use kpct::proxier::kube_proxy_iptables::KubeProxyIptables;
+use kpct::proxier::replay::{self, Replay};
+use kpct::proxier::Proxier;
+use kpct::topology::naming::RunPrefix;
+use std::path::PathBuf;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+
+fn netns(role: &str) -> Netns {
+    install_signal_cleanup();
+    Netns::create(&format!("{}{role}", RunPrefix::next().as_str())).expect("create namespace")
+}
+
+fn applier() -> Applier {
+    Applier::new(ApplyOptions::from_caps(
+        &caps::detect().expect("probe kernel capabilities"),
+    ))
+}
+
+fn scenario() -> (ClusterState, NodeContext) {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../scenarios/clusterip-cross-node.yaml"
+    );
+    let s = kpct::scenario::load(std::path::Path::new(path)).expect("scenario loads");
+    let node = kpct::scenario::node_context(&s, "node-a").expect("node-a");
+    (kpct::scenario::cluster_state(&s), node)
+}
+
+fn exec(script: &str) -> ExecProxier {
+    ExecProxier::from_spec(&format!("exec:{FIXTURES}/exec/{script}")).unwrap()
+}
+
+fn read(ns: &Netns, opts: &ReadOptions) -> EffectiveState {
+    effective_state(ns, opts).expect("read effective state")
+}
+
+/// What tests/fixtures/exec/minimal_proxier.py computes, built here independently.
+fn minimal_proxier(cluster: &ClusterState, node: &NodeContext) -> Programming {
+    let mut p = Programming::default();
+    p.sysctls
+        .insert("net.ipv4.conf.all.route_localnet".into(), "1".into());
+    let mut cluster_ips = Vec::new();
+    let mut dnat = Vec::new();
+    for sp in &cluster.service_ports {
+        let Some(cip) = sp.cluster_ip else { continue };
+        let proto = sp.protocol.lower();
+        if !p.ipvs_addresses.contains(&cip) {
+            p.ipvs_addresses.push(cip);
+        }
+        cluster_ips.push(format!("{cip},{proto}:{}", sp.port));
+        let ready: Vec<_> = sp.endpoints.iter().filter(|e| e.ready).collect();
+        for (i, ep) in ready.iter().enumerate() {
+            let left = ready.len() - i;
+            let stat = if left == 1 {
+                String::new()
+            } else {
+                format!(
+                    " -m statistic --mode random --probability {:.11}",
+                    1.0 / left as f64
+                )
+            };
+            dnat.push(format!(
+                "-A KPCT-SERVICES -d {cip}/32 -p {proto} -m {proto} --dport {}{stat} -j DNAT --to-destination {}:{}",
+                sp.port, ep.ip, ep.port
+            ));
+        }
+    }
+    let hash = |name: &str, set_type, entries: Vec<String>| IpSet {
+        name: name.into(),
+        set_type,
+        create_options: "family inet hashsize 1024 maxelem 65536".into(),
+        entries,
+    };
+    p.ipsets = vec![
+        hash("KPCT-CLUSTER-IP", IpSetType::HashIpPort, cluster_ips),
+        hash(
+            "KPCT-NODE-ADDRS",
+            IpSetType::HashIp,
+            node.local_addresses.iter().map(|a| a.to_string()).collect(),
+        ),
+    ];
+    let chain = |name: &str| ChainDecl {
+        name: name.into(),
+        policy: None,
+    };
+    let mut nat = vec![
+        "-A PREROUTING -j KPCT-SERVICES".to_string(),
+        "-A OUTPUT -j KPCT-SERVICES".into(),
+        "-A KPCT-MARK-MASQ -j MARK --or-mark 0x4000".into(),
+        format!(
+            "-A KPCT-SERVICES -m set --match-set KPCT-CLUSTER-IP dst,dst ! -s {} -j KPCT-MARK-MASQ",
+            cluster.cluster_cidr
+        ),
+    ];
+    nat.extend(dnat);
+    p.iptables.insert(
+        Table::Nat,
+        TableRules {
+            chains: vec![chain("KPCT-SERVICES"), chain("KPCT-MARK-MASQ")],
+            rules: nat,
+        },
+    );
+    p.iptables.insert(
+        Table::Filter,
+        TableRules {
+            chains: vec![chain("KPCT-FORWARD")],
+            rules: vec![
+                "-A FORWARD -j KPCT-FORWARD".into(),
+                "-A KPCT-FORWARD -m set --match-set KPCT-NODE-ADDRS dst -j ACCEPT".into(),
+            ],
+        },
+    );
+    p
+}
+
+#[test]
+fn exec_printed_and_self_programmed_match_a_direct_apply() {
+    let (cluster, node) = scenario();
+    let input = input_for(&cluster, &node);
+    let expected = minimal_proxier(&cluster, &node);
+    let opts = ReadOptions::for_programming(&expected);
+
+    let direct = netns("direct");
+    applier()
+        .apply(&direct, "node-a", &expected, None)
+        .expect("direct apply");
+    let direct_state = read(&direct, &opts);
+    assert_eq!(direct_state.diff_against(&expected), vec![]);
+
+    let printed = netns("printed");
+    let sync = exec("print-programming.sh")
+        .sync_node(&printed, &input, &applier())
+        .expect("exec sync");
+    let ExecOutcome::Printed(parsed) = &sync.outcome else {
+        panic!("the script printed a programming");
+    };
+    assert_eq!(
+        parsed.programming, expected,
+        "the script got the input and printed the same programming"
+    );
+    assert!(sync.applied.is_some());
+    assert_eq!(sync.missing, vec![]);
+    assert_eq!(read(&printed, &opts), direct_state);
+
+    let itself = netns("itself");
+    let sync = exec("self-program.sh")
+        .sync_node(&itself, &input, &applier())
+        .expect("exec sync");
+    assert_eq!(sync.outcome, ExecOutcome::SelfProgrammed);
+    assert!(sync.applied.is_none());
+    assert_eq!(read(&itself, &opts), direct_state);
+}
+
+#[test]
+fn exec_failures_name_the_node() {
+    let (cluster, node) = scenario();
+    let input = input_for(&cluster, &node);
+    let ns = netns("execfail");
+    let err = exec("fails.sh").run(&ns, &input).unwrap_err();
+    assert!(matches!(err, ExecError::Failed { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.starts_with("node node-a: "), "{text}");
+    assert!(text.contains("exit status: 3"), "{text}");
+    assert!(
+        text.contains("cannot reach the API server for node node-a"),
+        "{text}"
+    );
+
+    let err = exec("prints-garbage.sh")
+        .run(&ns, &input)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(
+            "prints-garbage.sh (stdout for node node-a):3: unknown ipset type `hash:nope`"
+        ),
+        "{err}"
+    );
+
+    let mut slow = ExecProxier::new("sleep", vec!["30".into()]);
+    slow.timeout = std::time::Duration::from_millis(300);
+    let err = slow.run(&ns, &input).unwrap_err();
+    assert!(matches!(err, ExecError::Timeout { .. }), "{err}");
+}
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("{}{name}", RunPrefix::next().as_str()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn replay_of_a_kube_proxy_iptables_node_reproduces_it() {
+    let (cluster, node) = scenario();
+    let p = KubeProxyIptables.program(&cluster, &node).expect("program");
+    let live = netns("live");
+    applier()
+        .apply(&live, "node-a", &p, None)
+        .expect("apply reference programming");
+    // Sysctls are not part of a capture.
+    let opts = ReadOptions::default();
+    let live_state = read(&live, &opts);
+    assert_eq!(
+        live_state.diff_against(&Programming {
+            sysctls: Default::default(),
+            ..p.clone()
+        }),
+        vec![]
+    );
+
+    let dir = scratch_dir("replay");
+    replay::capture(&live, "node-a", &dir, Default::default()).expect("capture");
+    let fresh = netns("fresh");
+    let (report, replayed) = Replay::new(&dir)
+        .sync_node(&fresh, "node-a", &applier())
+        .expect("replay");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(report.rules > 0, "{report}");
+    assert_eq!(
+        replayed, live_state,
+        "replayed:\n{replayed}\nlive:\n{live_state}"
+    );
+}
+
+#[test]
+fn replay_fixture_applies_and_reports_file_lines() {
+    let replay = Replay::from_spec(&format!("replay:{FIXTURES}/replay")).unwrap();
+    assert_eq!(replay.nodes().unwrap(), ["bad-node", "node-a"]);
+    let ns = netns("fixture");
+    let (report, state) = replay
+        .sync_node(&ns, "node-a", &applier())
+        .expect("replay node-a");
+    assert_eq!((report.sets, report.addresses), (2, 2), "{report}");
+    let loaded = replay.load("node-a").unwrap();
+    assert_eq!(state.diff_against(&loaded.programming), vec![]);
+    // Counters and comments of the capture are gone from the effective state.
+    let text = state.to_string();
+    assert!(
+        !text.contains("[0:0]") && !text.contains("Generated"),
+        "{text}"
+    );
+
+    let err = replay
+        .sync_node(&netns("fixture-bad"), "bad-node", &applier())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("table filter line 7: `-A KUBE-FORWARD -m conntrack --ctstate BOGUS -j DROP`"),
+        "{err}"
+    );
+    assert!(err.contains("bad-node/iptables-save:14)"), "{err}");
+}
