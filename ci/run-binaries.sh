@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test binary listed in OUT/tests.tsv, natively or inside the VM (the same script
-# either way), logging each to OUT/logs and writing OUT/summary. Usage:
-#   run-binaries.sh OUT [--skip PATTERN] -- [TEST-ARGS...]
+# either way), logging each to OUT/logs and appending one line per binary to OUT/summary.
+#   run-binaries.sh OUT LABEL [--skip PATTERN | --only PATTERN] -- [TEST-ARGS...]
+# LABEL tells the halves of a split run apart (e.g. host, vm).
 set -uo pipefail
-out="$1"; shift
-skip=()
-if [ "${1:-}" = --skip ]; then skip=(--skip "$2"); shift 2; fi
+out="$1"; label="$2"; shift 2
+select=()
+case "${1:-}" in
+  --skip) select=(--skip "$2"); shift 2 ;;
+  --only) select=("$2"); shift 2 ;;
+esac
 [ "${1:-}" = -- ] && shift
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -15,17 +19,18 @@ export RUST_BACKTRACE=1 INSTA_WORKSPACE_ROOT="$repo"
 [ -f "$out/env.sh" ] && . "$out/env.sh"
 
 mkdir -p "$out/logs"
-: > "$out/summary"
-echo "    kernel $(uname -r), $(nproc) CPUs"
+echo "==> [$label] kernel $(uname -r), $(nproc) CPUs"
 while IFS=$'\t' read -r name dir exe; do
-  log="$out/logs/${name//[:\/]/_}.log"
-  echo "--> $name"
-  (cd "$dir" && CARGO_MANIFEST_DIR="$dir" "$exe" "${skip[@]}" "$@") > "$log" 2>&1
+  log="$out/logs/$label-${name//[:\/]/_}.log"
+  started=$(date +%s)
+  (cd "$dir" && CARGO_MANIFEST_DIR="$dir" "$exe" "${select[@]}" "$@") > "$log" 2>&1
   rc=$?
+  result=$(grep -E '^test result:' "$log" | tail -1)
+  echo "--> [$label] $name ($(( $(date +%s) - started ))s)"
   grep -E '^test .* \.\.\. (FAILED|ignored)|^test result:' "$log" | sed 's/^/    /'
   if [ $rc -ne 0 ]; then
     echo "    ---- $name failed (exit $rc); its log follows"
     sed -n '/^failures:/,$p' "$log" | head -200 | sed 's/^/    | /'
   fi
-  printf '%s\t%s\t%s\n' "$name" "$rc" "$(grep -E '^test result:' "$log" | tail -1)" >> "$out/summary"
+  printf '%s\t%s\t%s\n' "$label:$name" "$rc" "$result" >> "$out/summary"
 done < "$out/tests.tsv"
