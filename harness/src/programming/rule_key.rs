@@ -133,6 +133,10 @@ fn normalize(groups: &mut Vec<Vec<String>>) {
     if uses_recent && !has(groups, "--mask") {
         groups.push(vec!["--mask".into(), "255.255.255.255".into()]);
     }
+    // recent matches on the source address unless told otherwise; iptables-save says so.
+    if uses_recent && !has(groups, "--rsource") && !has(groups, "--rdest") {
+        groups.push(vec!["--rsource".into()]);
+    }
 }
 
 fn parse_num(s: &str) -> Option<u32> {
