@@ -5,6 +5,7 @@ pub mod capture;
 pub mod caps;
 pub mod cluster;
 pub mod conntrack;
+pub mod docs;
 pub mod netns;
 pub mod observe;
 pub mod probe;

@@ -44,6 +44,12 @@ enum Command {
         #[arg(long, default_value_t = 50)]
         runs: usize,
     },
+    /// Print the README's scenario table, generated from scenarios/ and snapshots/.
+    ScenarioTable {
+        /// Rewrite the table between the markers in this file instead of printing it.
+        #[arg(long)]
+        write: Option<std::path::PathBuf>,
+    },
     /// Print benchmark numbers (never asserted).
     Bench {
         #[command(subcommand)]
@@ -97,6 +103,17 @@ fn run() -> Result<()> {
             print!("{}", report.render(&s.name, p.name()));
             if !report.divergences.is_empty() {
                 std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::ScenarioTable { write } => {
+            let table = kpct::docs::scenario_table(std::path::Path::new("."))?;
+            match write {
+                Some(path) => {
+                    let readme = std::fs::read_to_string(&path)?;
+                    std::fs::write(&path, kpct::docs::splice(&readme, &table)?)?;
+                }
+                None => print!("{table}"),
             }
             Ok(())
         }
