@@ -34,6 +34,9 @@ enum Command {
         /// Write each observation document (YAML) into this directory.
         #[arg(long)]
         observations: Option<std::path::PathBuf>,
+        /// Write JUnit XML (one testcase per probe) to this file.
+        #[arg(long)]
+        junit: Option<std::path::PathBuf>,
     },
     /// Run one scenario many times and report whether every observation is identical.
     Soak {
@@ -90,7 +93,8 @@ fn run() -> Result<()> {
             proxiers,
             scenarios,
             observations,
-        } => run_command(&proxiers, &scenarios, observations.as_deref()),
+            junit,
+        } => run_command(&proxiers, &scenarios, observations.as_deref(), junit.as_deref()),
         Command::Soak {
             scenario,
             proxier,
@@ -188,7 +192,12 @@ fn scenario_files(patterns: &[String]) -> Result<Vec<std::path::PathBuf>> {
     Ok(files)
 }
 
-fn run_command(proxier_names: &[String], patterns: &[String], observations: Option<&std::path::Path>) -> Result<()> {
+fn run_command(
+    proxier_names: &[String],
+    patterns: &[String],
+    observations: Option<&std::path::Path>,
+    junit: Option<&std::path::Path>,
+) -> Result<()> {
     let names: Vec<String> = if proxier_names.is_empty() {
         kpct::proxier::BUILTIN.iter().map(|s| s.to_string()).collect()
     } else {
@@ -245,14 +254,18 @@ fn run_command(proxier_names: &[String], patterns: &[String], observations: Opti
                 }
                 Err(e) => {
                     eprintln!("ERROR");
-                    errors.push(format!("{} × {}: {e:#}", scenario.name, proxier.name()));
+                    errors.push((scenario.name.clone(), proxier.name().to_string(), format!("{e:#}")));
                 }
             }
         }
     }
     print!("{}", kpct::report::table(&runs));
-    for e in &errors {
-        println!("  ERROR {e}");
+    for (scenario, proxier, e) in &errors {
+        println!("  ERROR {scenario} × {proxier}: {e}");
+    }
+    if let Some(path) = junit {
+        std::fs::write(path, kpct::report::junit(&runs, &errors))
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
     }
     let failed = runs.iter().any(|r| !r.violations.is_empty()) || !errors.is_empty();
     if failed {
