@@ -6,6 +6,7 @@ pub mod caps;
 pub mod cluster;
 pub mod conntrack;
 pub mod docs;
+pub mod lab;
 pub mod netns;
 pub mod observe;
 pub mod probe;

@@ -53,6 +53,11 @@ enum Command {
         #[arg(long)]
         write: Option<std::path::PathBuf>,
     },
+    /// Build a scenario's topology and programming and leave it running for debugging.
+    Lab {
+        #[command(subcommand)]
+        action: LabCommand,
+    },
     /// Print benchmark numbers (never asserted).
     Bench {
         #[command(subcommand)]
@@ -64,6 +69,20 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum LabCommand {
+    /// Build and program the lab of a scenario file; prints how to get in.
+    Up {
+        scenario: std::path::PathBuf,
+        #[arg(long, default_value = "kube-proxy-ipvs")]
+        proxier: String,
+    },
+    /// Remove the lab of a scenario (by scenario name or file).
+    Down { scenario: String },
+    /// List the labs that are up.
+    List,
 }
 
 #[derive(Subcommand)]
@@ -121,6 +140,7 @@ fn run() -> Result<()> {
             }
             Ok(())
         }
+        Command::Lab { action } => lab_command(action),
         Command::Bench { what } => match what {
             BenchCommand::Topology {
                 nodes,
@@ -272,4 +292,45 @@ fn run_command(
         std::process::exit(1);
     }
     Ok(())
+}
+
+fn lab_command(action: LabCommand) -> Result<()> {
+    match action {
+        LabCommand::Up { scenario, proxier } => {
+            let s = kpct::scenario::load(&scenario).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let p = kpct::proxier::builtin(&proxier).ok_or_else(|| anyhow::anyhow!("unknown proxier `{proxier}`"))?;
+            if proxier.contains("ipvs") {
+                let caps = caps::detect()?;
+                if let Some((_, why)) = caps.missing(&[Feature::IpVs]).into_iter().next() {
+                    anyhow::bail!(
+                        "the IPVS proxier needs IP_VS, which kernel {} lacks ({why}); use the Vagrant \
+                         lab (vagrant/), or `--proxier kube-proxy-iptables`",
+                        caps.kernel
+                    );
+                }
+            }
+            let rt = tokio::runtime::Runtime::new()?;
+            let lab = rt.block_on(kpct::lab::up(&s, p.as_ref()))?;
+            print!("{}", kpct::lab::instructions(&lab));
+            Ok(())
+        }
+        LabCommand::Down { scenario } => {
+            let name = std::path::Path::new(&scenario)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or(scenario);
+            let removed = kpct::lab::down(&name)?;
+            if removed.is_empty() {
+                anyhow::bail!("no lab named {name} is up (`kpct lab list`)");
+            }
+            println!("removed {} namespace(s) of lab {name}", removed.len());
+            Ok(())
+        }
+        LabCommand::List => {
+            for lab in kpct::lab::list()? {
+                println!("{lab}");
+            }
+            Ok(())
+        }
+    }
 }

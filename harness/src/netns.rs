@@ -26,6 +26,9 @@ pub const NETNS_DIR: &str = "/run/netns";
 /// The prefix of every namespace name the suite creates.
 pub const SUITE_PREFIX: &str = "kpct-";
 
+/// After [`SUITE_PREFIX`]: namespaces of a lab (`kpct lab up`), kept until `kpct lab down`.
+pub const LAB_PREFIX: &str = "lab-";
+
 static LIVE: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
 /// A named network namespace owned by this process; removed on drop.
@@ -35,6 +38,8 @@ pub struct Netns {
     path: PathBuf,
     /// Held open so the namespace can be entered even if the bind mount is removed underneath.
     file: File,
+    /// Set by [`Netns::persist`]: dropping then leaves the namespace in place.
+    keep: bool,
 }
 
 impl Netns {
@@ -75,6 +80,7 @@ impl Netns {
             name: name.to_string(),
             path,
             file,
+            keep: false,
         })
     }
 
@@ -187,9 +193,22 @@ impl Netns {
     }
 }
 
+impl Netns {
+    /// Keeps the namespace after this value (and the process) is gone: for `kpct lab up`, whose
+    /// namespaces outlive the command until `kpct lab down`. Returns its name.
+    pub fn persist(mut self) -> String {
+        unregister(&self.name);
+        self.keep = true;
+        self.name.clone()
+    }
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
-        remove_named(&self.name);
+        // A persisted namespace lives on through its bind mount; only the handle is closed.
+        if !self.keep {
+            remove_named(&self.name);
+        }
     }
 }
 
@@ -263,6 +282,10 @@ pub fn leftovers(include_live: bool) -> Result<Vec<String>> {
         let Some(rest) = name.strip_prefix(SUITE_PREFIX) else {
             continue;
         };
+        // Labs outlive their process on purpose; `kpct lab down` removes them.
+        if rest.starts_with(LAB_PREFIX) && !include_live {
+            continue;
+        }
         let owner_alive = rest
             .split('-')
             .next()

@@ -90,8 +90,12 @@ pub struct Topology {
 impl Topology {
     /// Builds the topology of `scenario` (which must have passed validation).
     pub async fn build(scenario: &Scenario) -> Result<Topology> {
+        Self::build_with_prefix(scenario, RunPrefix::next()).await
+    }
+
+    /// Builds under a given namespace prefix (labs use a stable one).
+    pub async fn build_with_prefix(scenario: &Scenario, prefix: RunPrefix) -> Result<Topology> {
         install_signal_cleanup();
-        let prefix = RunPrefix::next();
         let topo = &scenario.topology;
         let mut timings = BuildTimings::default();
 
@@ -223,6 +227,21 @@ impl Topology {
 
     pub fn timings(&self) -> &BuildTimings {
         &self.timings
+    }
+
+    /// Keeps every namespace after this process exits (for labs); returns (role, namespace).
+    pub fn persist(self) -> Vec<(String, String)> {
+        let mut out = vec![("fabric".to_string(), self.fabric.persist())];
+        for n in self.nodes {
+            out.push((format!("node {}", n.name), n.netns.persist()));
+        }
+        for p in self.pods {
+            out.push((format!("pod {}", p.name), p.netns.persist()));
+        }
+        if let Some(e) = self.external {
+            out.push((format!("external {}", e.name), e.netns.persist()));
+        }
+        out
     }
 
     /// Removes everything and reports how long it took. Dropping does the same, silently.

@@ -30,6 +30,11 @@ impl RunPrefix {
         RunPrefix(format!("{SUITE_PREFIX}{}-{seq}-", std::process::id()))
     }
 
+    /// The fixed prefix of a lab: stable, so `ip netns exec` commands can be written down.
+    pub fn lab(scenario: &str) -> RunPrefix {
+        RunPrefix(format!("{SUITE_PREFIX}{}{scenario}-", crate::netns::LAB_PREFIX))
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }

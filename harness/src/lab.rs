@@ -1,0 +1,121 @@
+//! Labs: a scenario's topology and programming left running for hands-on debugging.
+//!
+//! `lab up` builds under the stable prefix `kpct-lab-<scenario>-`, applies the proxier's
+//! programming to every node and persists the namespaces; `lab down` removes them. Everything
+//! stays inside those namespaces, reachable with `ip netns exec`.
+
+use crate::netns::{self, NETNS_DIR, SUITE_PREFIX};
+use crate::proxier::Proxier;
+use crate::scenario::{self, Scenario};
+use crate::topology::naming::RunPrefix;
+use crate::topology::Topology;
+use anyhow::{bail, Context, Result};
+use std::fmt::Write as _;
+
+/// A running lab: which namespace plays which role.
+#[derive(Debug, Clone)]
+pub struct Lab {
+    pub scenario: String,
+    pub proxier: String,
+    /// (role, namespace), e.g. ("node node-a", "kpct-lab-rke2-ipvs-node-node-node-a").
+    pub namespaces: Vec<(String, String)>,
+}
+
+fn prefix(scenario: &str) -> String {
+    RunPrefix::lab(scenario).as_str().to_string()
+}
+
+/// Namespaces of the lab for `scenario` that exist now.
+pub fn existing(scenario: &str) -> Result<Vec<String>> {
+    let prefix = prefix(scenario);
+    let mut names: Vec<String> = match std::fs::read_dir(NETNS_DIR) {
+        Ok(dir) => dir
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(&prefix))
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e).context("listing /run/netns"),
+    };
+    names.sort();
+    Ok(names)
+}
+
+/// Builds and programs the lab of `scenario`, leaving it up.
+pub async fn up(scenario: &Scenario, proxier: &dyn Proxier) -> Result<Lab> {
+    if !existing(&scenario.name)?.is_empty() {
+        bail!(
+            "a lab for {} is already up; `kpct lab down {}` first",
+            scenario.name,
+            scenario.name
+        );
+    }
+    let topo = Topology::build_with_prefix(scenario, RunPrefix::lab(&scenario.name)).await?;
+    let cluster = scenario::cluster_state(scenario);
+    for node in topo.nodes() {
+        let ctx = scenario::node_context(scenario, &node.name)
+            .with_context(|| format!("node {} is not in the scenario", node.name))?;
+        let programming = proxier.program(&cluster, &ctx)?;
+        crate::programming::apply(node, &programming)
+            .with_context(|| format!("applying {}'s programming to node {}", proxier.name(), node.name))?;
+    }
+    // Only once everything applied: a failure above drops (removes) the half-built lab.
+    Ok(Lab {
+        scenario: scenario.name.clone(),
+        proxier: proxier.name().to_string(),
+        namespaces: topo.persist(),
+    })
+}
+
+/// Removes the lab of `scenario`; returns the namespaces removed.
+pub fn down(scenario: &str) -> Result<Vec<String>> {
+    let names = existing(scenario)?;
+    netns::remove_leftovers(&names);
+    Ok(names)
+}
+
+/// Every lab that is up, by scenario name.
+pub fn list() -> Result<Vec<String>> {
+    let marker = format!("{SUITE_PREFIX}{}", netns::LAB_PREFIX);
+    let mut labs: Vec<String> = existing_all(&marker)?
+        .into_iter()
+        .filter_map(|n| n.strip_suffix("-fabric").and_then(|n| n.strip_prefix(&marker)).map(str::to_string))
+        .collect();
+    labs.sort();
+    Ok(labs)
+}
+
+fn existing_all(prefix: &str) -> Result<Vec<String>> {
+    Ok(match std::fs::read_dir(NETNS_DIR) {
+        Ok(dir) => dir
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(prefix))
+            .collect(),
+        Err(_) => Vec::new(),
+    })
+}
+
+/// How to get into the lab, with the troubleshooting commands of the design notes.
+pub fn instructions(lab: &Lab) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "lab {} is up, programmed by {}:", lab.scenario, lab.proxier);
+    for (role, ns) in &lab.namespaces {
+        let _ = writeln!(out, "  {role:<24} ip netns exec {ns} bash");
+    }
+    if let Some((_, node)) = lab.namespaces.iter().find(|(r, _)| r.starts_with("node ")) {
+        let _ = writeln!(out, "\ntroubleshooting, inside a node:");
+        for cmd in [
+            "ipvsadm -Ln",
+            "iptables -t nat -L KUBE-SERVICES -n -v",
+            "iptables -t nat -L KUBE-POSTROUTING -n -v",
+            "ipset list KUBE-CLUSTER-IP",
+            "ip addr show kube-ipvs0",
+            "conntrack -L",
+        ] {
+            let _ = writeln!(out, "  ip netns exec {node} {cmd}");
+        }
+    }
+    let _ = writeln!(out, "\nremove it with: kpct lab down {}", lab.scenario);
+    out
+}

@@ -1,0 +1,75 @@
+//! `lab up` leaves a programmed topology reachable with `ip netns exec`, where the design
+//! notes' troubleshooting commands work; `lab down` removes all of it.
+
+use kpct::caps::require_ipvs;
+use kpct::proxier::builtin;
+use std::process::Command;
+
+fn scenario(name: &str) -> kpct::scenario::Scenario {
+    let text = format!(
+        r#"
+name: {name}
+topology:
+  underlay: 192.168.1.0/24
+  clusterCIDR: 10.244.0.0/16
+  nodes:
+    - {{ name: node-a, ip: 192.168.1.10, podCIDR: 10.244.1.0/24 }}
+  pods:
+    - {{ name: web-1, node: node-a, ip: 10.244.1.10, labels: {{ app: web }}, ports: [{{ containerPort: 8080 }}] }}
+services:
+  - name: web
+    spec: {{ type: NodePort, clusterIP: 10.96.123.45, selector: {{ app: web }}, ports: [{{ port: 80, targetPort: 8080, nodePort: 30080 }}] }}
+"#
+    );
+    kpct::scenario::parse(&text, &format!("{name}.yaml")).unwrap()
+}
+
+fn in_node(lab: &kpct::lab::Lab, cmd: &[&str]) -> String {
+    let (_, ns) = lab.namespaces.iter().find(|(r, _)| r == "node node-a").unwrap();
+    let out = Command::new("ip").args(["netns", "exec", ns]).args(cmd).output().unwrap();
+    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+async fn up_check_down(proxier: &str, check: &[(&[&str], &str)]) {
+    let name = format!("labtest-{}-{}", std::process::id(), proxier);
+    let s = scenario(&name);
+    let lab = kpct::lab::up(&s, builtin(proxier).unwrap().as_ref()).await.unwrap();
+    assert_eq!(kpct::lab::existing(&name).unwrap().len(), 4, "fabric, node, pod… all up");
+    assert!(kpct::lab::instructions(&lab).contains("ip netns exec"));
+    // The lab outlives its creator's cleanup registry, and `kpct cleanup` leaves it alone.
+    assert!(kpct::netns::leftovers(false).unwrap().iter().all(|n| !n.contains(&name)));
+    for (cmd, expected) in check {
+        let out = in_node(&lab, cmd);
+        assert!(out.contains(expected), "`{}` shows {expected}:\n{out}", cmd.join(" "));
+    }
+    kpct::lab::down(&name).unwrap();
+    assert_eq!(kpct::lab::existing(&name).unwrap(), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lab_with_iptables_proxier_answers_troubleshooting_commands() {
+    up_check_down(
+        "kube-proxy-iptables",
+        &[
+            (&["iptables", "-t", "nat", "-L", "KUBE-SERVICES", "-n", "-v"], "10.96.123.45"),
+            (&["conntrack", "-L"], ""),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_lab_with_ipvs_proxier_answers_troubleshooting_commands() {
+    require_ipvs();
+    up_check_down(
+        "kube-proxy-ipvs",
+        &[
+            (&["ipvsadm", "-Ln"], "TCP  10.96.123.45:80 rr"),
+            (&["ipvsadm", "-Ln"], "-> 10.244.1.10:8080"),
+            (&["iptables", "-t", "nat", "-L", "KUBE-SERVICES", "-n", "-v"], "KUBE-NODE-PORT"),
+            (&["ip", "addr", "show", "kube-ipvs0"], "10.96.123.45/32"),
+        ],
+    )
+    .await;
+}
