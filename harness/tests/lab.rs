@@ -35,7 +35,7 @@ async fn up_check_down(proxier: &str, check: &[(&[&str], &str)]) {
     let name = format!("labtest-{}-{}", std::process::id(), proxier);
     let s = scenario(&name);
     let lab = kpct::lab::up(&s, builtin(proxier).unwrap().as_ref()).await.unwrap();
-    assert_eq!(kpct::lab::existing(&name).unwrap().len(), 4, "fabric, node, pod… all up");
+    assert_eq!(kpct::lab::existing(&name).unwrap().len(), 3, "fabric, node and pod are up");
     assert!(kpct::lab::instructions(&lab).contains("ip netns exec"));
     // The lab outlives its creator's cleanup registry, and `kpct cleanup` leaves it alone.
     assert!(kpct::netns::leftovers(false).unwrap().iter().all(|n| !n.contains(&name)));
