@@ -17,16 +17,19 @@ fn netns(role: &str) -> Netns {
     Netns::create(&format!("{}{role}", RunPrefix::next().as_str())).expect("create namespace")
 }
 
+/// Probed once per test binary: probing loads modules and builds a namespace, which is slow
+/// under TCG.
+fn kernel() -> &'static caps::Capabilities {
+    static CAPS: std::sync::OnceLock<caps::Capabilities> = std::sync::OnceLock::new();
+    CAPS.get_or_init(|| caps::detect().expect("probe kernel capabilities"))
+}
+
 fn applier() -> Applier {
-    let caps = caps::detect().expect("probe kernel capabilities");
-    Applier::new(ApplyOptions::from_caps(&caps))
+    Applier::new(ApplyOptions::from_caps(kernel()))
 }
 
 fn dummy_expected() -> bool {
-    caps::detect()
-        .expect("probe kernel capabilities")
-        .get(caps::Feature::Dummy)
-        .ok()
+    kernel().get(caps::Feature::Dummy).ok()
 }
 
 fn chain(name: &str) -> ChainDecl {

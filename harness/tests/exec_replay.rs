@@ -21,10 +21,11 @@ fn netns(role: &str) -> Netns {
     Netns::create(&format!("{}{role}", RunPrefix::next().as_str())).expect("create namespace")
 }
 
+/// Probed once per test binary (probing is slow under TCG).
 fn applier() -> Applier {
-    Applier::new(ApplyOptions::from_caps(
-        &caps::detect().expect("probe kernel capabilities"),
-    ))
+    static CAPS: std::sync::OnceLock<caps::Capabilities> = std::sync::OnceLock::new();
+    let caps = CAPS.get_or_init(|| caps::detect().expect("probe kernel capabilities"));
+    Applier::new(ApplyOptions::from_caps(caps))
 }
 
 fn scenario() -> (ClusterState, NodeContext) {

@@ -19,16 +19,17 @@
 //! remains. The error names the node, the step, the input line that failed (and the file line it
 //! came from when the programming was parsed from text) and the tool's or kernel's message.
 
-use super::kube_ipvs0::{self, DeviceKind, DevicePolicy, DeviceState};
+use super::kube_ipvs0::{self, DeviceKind, DevicePolicy};
+use super::rollback::{self, Before};
 use super::rule_key::rule_key;
 use super::source::{Item, Origin, SourceMap};
 use super::text::{render_destination_line, render_service_line, render_table};
 use super::tools::{self, blamed_line, tool_message, IptablesBackend};
-use super::{builtin_chains, Programming, RestoreMode, Table};
+use super::{Programming, RestoreMode, Table};
 use crate::caps::{Capabilities, Feature};
 use crate::netns::Netns;
 use crate::topology::NodeNs;
-use ipvs_genl::{Destination, IpvsHandle, Service};
+use ipvs_genl::{Destination, IpvsHandle};
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -159,14 +160,14 @@ impl fmt::Display for ApplyError {
 }
 
 /// A step's failure before the node name and rollback outcome are attached.
-struct StepError {
-    input: Option<String>,
-    item: Option<Item>,
-    message: String,
+pub(super) struct StepError {
+    pub(super) input: Option<String>,
+    pub(super) item: Option<Item>,
+    pub(super) message: String,
 }
 
 impl StepError {
-    fn plain(message: impl Into<String>) -> StepError {
+    pub(super) fn plain(message: impl Into<String>) -> StepError {
         StepError {
             input: None,
             item: None,
@@ -185,17 +186,6 @@ pub fn apply(node: &NodeNs, p: &Programming) -> Result<AppliedReport, ApplyError
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Applier {
     pub options: ApplyOptions,
-}
-
-/// What the namespace held before, for the parts the programming touches.
-#[derive(Default)]
-struct Before {
-    sysctls: Vec<(String, Option<String>)>,
-    device: Option<DeviceState>,
-    set_names: BTreeSet<String>,
-    ipset_save: String,
-    iptables_save: String,
-    ipvs: Vec<(Service, Vec<Destination>)>,
 }
 
 impl Applier {
@@ -228,8 +218,7 @@ impl Applier {
             message: e.message,
             rollback_problems,
         };
-        let before = self
-            .record(ns, p)
+        let before = rollback::record(ns, p, self.options.backend)
             .map_err(|(step, e)| fail(step, e, Vec::new()))?;
         let mut report = AppliedReport {
             node: node.to_string(),
@@ -272,7 +261,7 @@ impl Applier {
             Ok(())
         })();
         if let Err((step, e)) = result {
-            let problems = self.roll_back(ns, p, &before, &started);
+            let problems = rollback::roll_back(ns, p, &before, &started, self.options.backend);
             return Err(fail(step, e, problems));
         }
         report.sysctls = p.sysctls.len();
@@ -284,63 +273,6 @@ impl Applier {
         report.services = p.ipvs.len();
         report.destinations = p.ipvs.iter().map(|v| v.destinations.len()).sum();
         Ok(report)
-    }
-
-    fn record(&self, ns: &Netns, p: &Programming) -> Result<Before, (Step, StepError)> {
-        let mut before = Before {
-            sysctls: p
-                .sysctls
-                .keys()
-                .map(|k| (k.clone(), ns.get_sysctl(k).ok()))
-                .collect(),
-            ..Before::default()
-        };
-        let tool = |step: Step| {
-            move |e: tools::ToolError| {
-                (
-                    step,
-                    StepError::plain(format!("saving the state before applying: {e}")),
-                )
-            }
-        };
-        if !p.ipvs_addresses.is_empty() {
-            before.device = kube_ipvs0::read(ns)
-                .map_err(|e| (Step::KubeIpvs0, StepError::plain(e.to_string())))?;
-        }
-        if !p.ipsets.is_empty() {
-            before.ipset_save =
-                tools::run(ns, "ipset", &["save"], None).map_err(tool(Step::Ipsets))?;
-            before.set_names = tools::run(ns, "ipset", &["list", "-n"], None)
-                .map_err(tool(Step::Ipsets))?
-                .lines()
-                .map(|l| l.trim().to_string())
-                .filter(|l| !l.is_empty())
-                .collect();
-        }
-        if !p.iptables.is_empty() {
-            before.iptables_save = tools::run(ns, self.options.backend.save(), &["-c"], None)
-                .map_err(tool(Step::Iptables))?;
-        }
-        if !p.ipvs.is_empty() {
-            let mut handle = open_ipvs(ns).map_err(|e| (Step::Ipvs, e))?;
-            before.ipvs = handle
-                .table()
-                .map_err(|e| {
-                    (
-                        Step::Ipvs,
-                        StepError::plain(format!("reading the IPVS table: {e}")),
-                    )
-                })?
-                .into_iter()
-                .map(|(s, d)| {
-                    (
-                        s.service.normalized(),
-                        d.into_iter().map(|d| d.destination).collect(),
-                    )
-                })
-                .collect();
-        }
-        Ok(before)
     }
 
     fn apply_device(&self, ns: &Netns, p: &Programming) -> Result<DeviceKind, StepError> {
@@ -483,7 +415,7 @@ impl Applier {
             .get(&table)
             .map(|t| t.chains.iter().map(|c| c.name.as_str()).collect())
             .unwrap_or_default();
-        let Some(section) = save_section(save, table) else {
+        let Some(section) = rollback::save_section(save, table) else {
             return Vec::new();
         };
         section
@@ -495,87 +427,6 @@ impl Applier {
             .filter_map(rule_key)
             .filter(|(chain, _)| !declared.contains(chain.as_str()))
             .collect()
-    }
-
-    /// Undoes the started steps, newest first; returns what could not be undone.
-    fn roll_back(
-        &self,
-        ns: &Netns,
-        p: &Programming,
-        before: &Before,
-        started: &[Step],
-    ) -> Vec<String> {
-        let mut problems = Vec::new();
-        for step in started.iter().rev() {
-            let result = match step {
-                Step::Ipvs => roll_back_ipvs(ns, before),
-                Step::Iptables => self.roll_back_iptables(ns, p, before),
-                Step::Ipsets => roll_back_ipsets(ns, p, before),
-                Step::KubeIpvs0 => match &before.device {
-                    None => kube_ipvs0::remove(ns).map_err(|e| e.to_string()),
-                    Some(dev) => {
-                        kube_ipvs0::restore_addresses(ns, &dev.addresses).map_err(|e| e.to_string())
-                    }
-                },
-                Step::Sysctls => {
-                    let mut errs = Vec::new();
-                    for (k, v) in &before.sysctls {
-                        if let Some(v) = v {
-                            if let Err(e) = ns.set_sysctl(k, v) {
-                                errs.push(format!("{e:#}"));
-                            }
-                        }
-                    }
-                    if errs.is_empty() {
-                        Ok(())
-                    } else {
-                        Err(errs.join("; "))
-                    }
-                }
-            };
-            if let Err(e) = result {
-                problems.push(format!("undoing {step}: {e}"));
-            }
-        }
-        problems
-    }
-
-    fn roll_back_iptables(
-        &self,
-        ns: &Netns,
-        p: &Programming,
-        before: &Before,
-    ) -> Result<(), String> {
-        let mut input = String::new();
-        let mut absent_before = Vec::new();
-        for table in p.iptables.keys() {
-            match save_section(&before.iptables_save, *table) {
-                Some(section) => input.push_str(&section),
-                None => {
-                    absent_before.push(*table);
-                    input.push_str(&format!("*{}\n", table.name()));
-                    for chain in builtin_chains(*table) {
-                        input.push_str(&format!(":{chain} ACCEPT [0:0]\n"));
-                    }
-                    input.push_str("COMMIT\n");
-                }
-            }
-        }
-        tools::run(
-            ns,
-            self.options.backend.restore(),
-            &["-w", "-c"],
-            Some(&input),
-        )
-        .map_err(|e| e.to_string())?;
-        // With nf_tables a table exists only once something used it; drop the ones this apply
-        // brought into existence (best effort: without the nft tool they stay, empty).
-        if self.options.backend == IptablesBackend::Nft {
-            for table in absent_before {
-                let _ = tools::run(ns, "nft", &["delete", "table", "ip", table.name()], None);
-            }
-        }
-        Ok(())
     }
 }
 
@@ -601,26 +452,6 @@ fn rule_naming(
                 && text.split_whitespace().any(|w| names.contains(&w))
         })
         .map(|i| i + 1)
-}
-
-/// The `*table` ... `COMMIT` section of `iptables-save` output, if the table is listed.
-fn save_section(save: &str, table: Table) -> Option<String> {
-    let header = format!("*{}", table.name());
-    let mut out = String::new();
-    let mut inside = false;
-    for line in save.lines() {
-        if line.trim() == header {
-            inside = true;
-        }
-        if inside {
-            out.push_str(line);
-            out.push('\n');
-            if line.trim() == "COMMIT" {
-                return Some(out);
-            }
-        }
-    }
-    None
 }
 
 fn apply_sysctls(ns: &Netns, p: &Programming) -> Result<(), StepError> {
@@ -672,38 +503,7 @@ fn apply_ipsets(ns: &Netns, p: &Programming) -> Result<(), StepError> {
     Ok(())
 }
 
-fn roll_back_ipsets(ns: &Netns, p: &Programming, before: &Before) -> Result<(), String> {
-    let mut errs = Vec::new();
-    let mut refill = String::new();
-    for s in &p.ipsets {
-        if before.set_names.contains(&s.name) {
-            refill.push_str(&format!("flush {}\n", s.name));
-            for line in before.ipset_save.lines() {
-                if line.split_whitespace().take(2).eq(["add", s.name.as_str()]) {
-                    refill.push_str(line);
-                    refill.push('\n');
-                }
-            }
-        } else if let Err(e) = tools::run(ns, "ipset", &["destroy", &s.name], None) {
-            // A set the failed restore never reached does not exist: nothing to undo.
-            if !e.stderr.contains("does not exist") {
-                errs.push(e.to_string());
-            }
-        }
-    }
-    if !refill.is_empty() {
-        if let Err(e) = tools::run(ns, "ipset", &["restore", "-exist"], Some(&refill)) {
-            errs.push(e.to_string());
-        }
-    }
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(errs.join("; "))
-    }
-}
-
-fn open_ipvs(ns: &Netns) -> Result<IpvsHandle, StepError> {
+pub(super) fn open_ipvs(ns: &Netns) -> Result<IpvsHandle, StepError> {
     IpvsHandle::in_netns(ns.path())
         .map_err(|e| StepError::plain(format!("opening IPVS in namespace {}: {e}", ns.name())))
 }
@@ -764,10 +564,4 @@ fn apply_ipvs(ns: &Netns, p: &Programming) -> Result<(), StepError> {
         }
     }
     Ok(())
-}
-
-fn roll_back_ipvs(ns: &Netns, before: &Before) -> Result<(), String> {
-    let mut handle = IpvsHandle::in_netns(ns.path()).map_err(|e| e.to_string())?;
-    handle.flush().map_err(|e| e.to_string())?;
-    ipvs_genl::apply(&mut handle, &before.ipvs).map_err(|e| e.to_string())
 }

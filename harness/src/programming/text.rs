@@ -5,22 +5,28 @@
 //!
 //! ```text
 //! # Comment lines (first non-blank character `#`) and blank lines are ignored everywhere.
-//! restore-mode: noflush          # optional, before any section: noflush (default) or flush
-//! *sysctl                        # key=value (spaces around `=` allowed); only net.* keys
+//! # Optional, before any section: noflush (the default) or flush.
+//! restore-mode: noflush
+//! # key=value (spaces around `=` allowed); only net.* keys.
+//! *sysctl
 //! net.ipv4.conf.all.route_localnet=1
 //! COMMIT
-//! *addresses                     # addresses bound as /32 on kube-ipvs0; `/32` suffix optional
+//! # Addresses bound as /32 on kube-ipvs0; the `/32` suffix is optional.
+//! *addresses
 //! 10.96.0.1
 //! COMMIT
-//! *ipset                         # `ipset save` lines: create NAME TYPE [OPTIONS] / add NAME ENTRY
+//! # `ipset save` lines: create NAME TYPE [OPTIONS] / add NAME ENTRY.
+//! *ipset
 //! create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536
 //! add KUBE-CLUSTER-IP 10.96.0.1,tcp:443
 //! COMMIT
-//! *nat                           # *raw, *mangle, *nat, *filter: iptables-restore syntax
+//! # *raw, *mangle, *nat, *filter: iptables-restore syntax.
+//! *nat
 //! :KUBE-SERVICES - [0:0]
 //! -A PREROUTING -j KUBE-SERVICES
 //! COMMIT
-//! *ipvs                          # `ipvsadm -Sn` lines
+//! # `ipvsadm -Sn` lines.
+//! *ipvs
 //! -A -t 10.96.0.1:443 -s rr
 //! -a -t 10.96.0.1:443 -r 192.168.1.10:6443 -m -w 1
 //! COMMIT
@@ -714,6 +720,23 @@ mod tests {
         );
         p.sysctls.insert("net.ipv4.vs.conntrack".into(), "1".into());
         p
+    }
+
+    #[test]
+    fn documented_example_parses() {
+        let source = include_str!("text.rs");
+        let start = source.find("//! ```text\n").unwrap() + "//! ```text\n".len();
+        let end = start + source[start..].find("//! ```\n").unwrap();
+        let example: String = source[start..end]
+            .lines()
+            .map(|l| format!("{}\n", l.trim_start_matches("//!").trim_start()))
+            .collect();
+        let p = parse_text(&example, "doc").unwrap();
+        assert_eq!(
+            (p.sysctls.len(), p.ipvs_addresses.len(), p.ipsets.len()),
+            (1, 1, 1)
+        );
+        assert_eq!((p.iptables.len(), p.ipvs.len()), (1, 1));
     }
 
     #[test]

@@ -1,0 +1,213 @@
+//! Recording what an apply is about to touch, and putting it back when a step fails.
+
+use super::apply::{open_ipvs, Step, StepError};
+use super::kube_ipvs0::{self, DeviceState};
+use super::tools::{self, IptablesBackend};
+use super::{builtin_chains, Programming, Table};
+use crate::netns::Netns;
+use ipvs_genl::{Destination, IpvsHandle, Service};
+use std::collections::BTreeSet;
+
+/// What the namespace held before, for the parts the programming touches.
+#[derive(Default)]
+pub(super) struct Before {
+    pub(super) sysctls: Vec<(String, Option<String>)>,
+    pub(super) device: Option<DeviceState>,
+    pub(super) set_names: BTreeSet<String>,
+    pub(super) ipset_save: String,
+    pub(super) iptables_save: String,
+    pub(super) ipvs: Vec<(Service, Vec<Destination>)>,
+}
+
+/// Records what `p` is about to touch.
+pub(super) fn record(
+    ns: &Netns,
+    p: &Programming,
+    backend: IptablesBackend,
+) -> Result<Before, (Step, StepError)> {
+    let mut before = Before {
+        sysctls: p
+            .sysctls
+            .keys()
+            .map(|k| (k.clone(), ns.get_sysctl(k).ok()))
+            .collect(),
+        ..Before::default()
+    };
+    let tool = |step: Step| {
+        move |e: tools::ToolError| {
+            (
+                step,
+                StepError::plain(format!("saving the state before applying: {e}")),
+            )
+        }
+    };
+    if !p.ipvs_addresses.is_empty() {
+        before.device =
+            kube_ipvs0::read(ns).map_err(|e| (Step::KubeIpvs0, StepError::plain(e.to_string())))?;
+    }
+    if !p.ipsets.is_empty() {
+        before.ipset_save = tools::run(ns, "ipset", &["save"], None).map_err(tool(Step::Ipsets))?;
+        before.set_names = tools::run(ns, "ipset", &["list", "-n"], None)
+            .map_err(tool(Step::Ipsets))?
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect();
+    }
+    if !p.iptables.is_empty() {
+        before.iptables_save =
+            tools::run(ns, backend.save(), &["-c"], None).map_err(tool(Step::Iptables))?;
+    }
+    if !p.ipvs.is_empty() {
+        let mut handle = open_ipvs(ns).map_err(|e| (Step::Ipvs, e))?;
+        before.ipvs = handle
+            .table()
+            .map_err(|e| {
+                (
+                    Step::Ipvs,
+                    StepError::plain(format!("reading the IPVS table: {e}")),
+                )
+            })?
+            .into_iter()
+            .map(|(s, d)| {
+                (
+                    s.service.normalized(),
+                    d.into_iter().map(|d| d.destination).collect(),
+                )
+            })
+            .collect();
+    }
+    Ok(before)
+}
+
+/// Undoes the started steps, newest first; returns what could not be undone.
+pub(super) fn roll_back(
+    ns: &Netns,
+    p: &Programming,
+    before: &Before,
+    started: &[Step],
+    backend: IptablesBackend,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for step in started.iter().rev() {
+        let result = match step {
+            Step::Ipvs => roll_back_ipvs(ns, before),
+            Step::Iptables => roll_back_iptables(ns, p, before, backend),
+            Step::Ipsets => roll_back_ipsets(ns, p, before),
+            Step::KubeIpvs0 => match &before.device {
+                None => kube_ipvs0::remove(ns).map_err(|e| e.to_string()),
+                Some(dev) => {
+                    kube_ipvs0::restore_addresses(ns, &dev.addresses).map_err(|e| e.to_string())
+                }
+            },
+            Step::Sysctls => {
+                let mut errs = Vec::new();
+                for (k, v) in &before.sysctls {
+                    if let Some(v) = v {
+                        if let Err(e) = ns.set_sysctl(k, v) {
+                            errs.push(format!("{e:#}"));
+                        }
+                    }
+                }
+                if errs.is_empty() {
+                    Ok(())
+                } else {
+                    Err(errs.join("; "))
+                }
+            }
+        };
+        if let Err(e) = result {
+            problems.push(format!("undoing {step}: {e}"));
+        }
+    }
+    problems
+}
+
+fn roll_back_iptables(
+    ns: &Netns,
+    p: &Programming,
+    before: &Before,
+    backend: IptablesBackend,
+) -> Result<(), String> {
+    let mut input = String::new();
+    let mut absent_before = Vec::new();
+    for table in p.iptables.keys() {
+        match save_section(&before.iptables_save, *table) {
+            Some(section) => input.push_str(&section),
+            None => {
+                absent_before.push(*table);
+                input.push_str(&format!("*{}\n", table.name()));
+                for chain in builtin_chains(*table) {
+                    input.push_str(&format!(":{chain} ACCEPT [0:0]\n"));
+                }
+                input.push_str("COMMIT\n");
+            }
+        }
+    }
+    tools::run(ns, backend.restore(), &["-w", "-c"], Some(&input)).map_err(|e| e.to_string())?;
+    // With nf_tables a table exists only once something used it; drop the ones this apply
+    // brought into existence (best effort: without the nft tool they stay, empty).
+    if backend == IptablesBackend::Nft {
+        for table in absent_before {
+            let _ = tools::run(ns, "nft", &["delete", "table", "ip", table.name()], None);
+        }
+    }
+    Ok(())
+}
+
+/// The `*table` ... `COMMIT` section of `iptables-save` output, if the table is listed.
+pub(super) fn save_section(save: &str, table: Table) -> Option<String> {
+    let header = format!("*{}", table.name());
+    let mut out = String::new();
+    let mut inside = false;
+    for line in save.lines() {
+        if line.trim() == header {
+            inside = true;
+        }
+        if inside {
+            out.push_str(line);
+            out.push('\n');
+            if line.trim() == "COMMIT" {
+                return Some(out);
+            }
+        }
+    }
+    None
+}
+
+fn roll_back_ipsets(ns: &Netns, p: &Programming, before: &Before) -> Result<(), String> {
+    let mut errs = Vec::new();
+    let mut refill = String::new();
+    for s in &p.ipsets {
+        if before.set_names.contains(&s.name) {
+            refill.push_str(&format!("flush {}\n", s.name));
+            for line in before.ipset_save.lines() {
+                if line.split_whitespace().take(2).eq(["add", s.name.as_str()]) {
+                    refill.push_str(line);
+                    refill.push('\n');
+                }
+            }
+        } else if let Err(e) = tools::run(ns, "ipset", &["destroy", &s.name], None) {
+            // A set the failed restore never reached does not exist: nothing to undo.
+            if !e.stderr.contains("does not exist") {
+                errs.push(e.to_string());
+            }
+        }
+    }
+    if !refill.is_empty() {
+        if let Err(e) = tools::run(ns, "ipset", &["restore", "-exist"], Some(&refill)) {
+            errs.push(e.to_string());
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
+}
+
+fn roll_back_ipvs(ns: &Netns, before: &Before) -> Result<(), String> {
+    let mut handle = IpvsHandle::in_netns(ns.path()).map_err(|e| e.to_string())?;
+    handle.flush().map_err(|e| e.to_string())?;
+    ipvs_genl::apply(&mut handle, &before.ipvs).map_err(|e| e.to_string())
+}
