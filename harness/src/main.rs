@@ -25,7 +25,8 @@ enum Command {
     },
     /// Run scenarios against proxiers and print the result table (exit 1 on any failure).
     Run {
-        /// A built-in proxier (kube-proxy-ipvs, kube-proxy-iptables); repeatable. Default: both.
+        /// A built-in proxier (kube-proxy-ipvs, kube-proxy-iptables), `exec:COMMAND [ARGS]` or
+        /// `replay:DIR`; repeatable. Default: both built-ins.
         #[arg(long = "proxier")]
         proxiers: Vec<String>,
         /// Scenario files or globs; repeatable. Default: scenarios/*.yaml.
@@ -223,14 +224,7 @@ fn run_command(
     } else {
         proxier_names.to_vec()
     };
-    let proxiers = names
-        .iter()
-        .map(|n| {
-            kpct::proxier::builtin(n).ok_or_else(|| {
-                anyhow::anyhow!("unknown proxier `{n}` (built-in: {})", kpct::proxier::BUILTIN.join(", "))
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let proxiers = names.iter().map(|n| proxier_from_spec(n)).collect::<Result<Vec<_>>>()?;
     if names.iter().any(|n| n.contains("ipvs")) {
         let caps = caps::detect()?;
         if let Some((_, why)) = caps.missing(&[Feature::IpVs]).into_iter().next() {
@@ -261,20 +255,21 @@ fn run_command(
         for proxier in &proxiers {
             done += 1;
             let started = std::time::Instant::now();
-            eprint!("[{done:>3}/{total}] {} × {} … ", scenario.name, proxier.name());
+            eprint!("[{done:>3}/{total}] {} × {} … ", scenario.name, proxier.label());
             match rt.block_on(kpct::run::run_scenario(scenario, proxier.as_ref(), timeout)) {
                 Ok(run) => {
                     let status = if run.violations.is_empty() { "ok" } else { "FAIL" };
                     eprintln!("{status} ({:.1}s)", started.elapsed().as_secs_f64());
                     if let Some(dir) = observations {
-                        let path = dir.join(format!("{}@{}.yaml", scenario.name, proxier.name()));
+                        let label = proxier.label().replace(['/', ' ', ':'], "_");
+                        let path = dir.join(format!("{}@{label}.yaml", scenario.name));
                         std::fs::write(&path, run.observation.to_yaml()?)?;
                     }
                     runs.push(run);
                 }
                 Err(e) => {
                     eprintln!("ERROR");
-                    errors.push((scenario.name.clone(), proxier.name().to_string(), format!("{e:#}")));
+                    errors.push((scenario.name.clone(), proxier.label(), format!("{e:#}")));
                 }
             }
         }
@@ -333,4 +328,22 @@ fn lab_command(action: LabCommand) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `kube-proxy-ipvs`, `kube-proxy-iptables`, `exec:COMMAND [ARGS]` or `replay:DIR`.
+fn proxier_from_spec(spec: &str) -> Result<Box<dyn kpct::run::NodeProgrammer>> {
+    if spec.starts_with("exec:") {
+        return Ok(Box::new(kpct::proxier::exec::ExecProxier::from_spec(spec)?));
+    }
+    if spec.starts_with("replay:") {
+        return Ok(Box::new(kpct::proxier::replay::Replay::from_spec(spec)?));
+    }
+    kpct::proxier::builtin(spec)
+        .map(|p| Box::new(p) as Box<dyn kpct::run::NodeProgrammer>)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "unknown proxier `{spec}` (built-in: {}; or exec:COMMAND, replay:DIR)",
+                kpct::proxier::BUILTIN.join(", ")
+            )
+        })
 }

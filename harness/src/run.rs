@@ -6,7 +6,10 @@ use crate::observe::{self, NodeAddress, ProbeObservation};
 use crate::probe;
 use crate::programming::Programming;
 use crate::proxier::Proxier;
-use crate::cluster::ClusterState;
+use crate::cluster::{ClusterState, NodeContext};
+use crate::programming::{Applier, ApplyOptions, EffectiveState};
+use crate::proxier::exec::{input_for, ExecProxier};
+use crate::proxier::replay::Replay;
 use crate::scenario::{self, Probe, Scenario, TargetPort};
 use crate::topology::naming::{BRIDGE_IF, UNDERLAY_IF, VXLAN_IF};
 use crate::topology::{NodeNs, Topology};
@@ -113,10 +116,99 @@ pub fn shots_to_reach_all(n: usize) -> u32 {
     (k as u32).clamp(1, 900)
 }
 
+/// Whatever the runner can point at a node: a pure [`Proxier`] (programming computed, then
+/// applied by the harness), or an `exec:`/`replay:` proxier that syncs the namespace itself.
+pub trait NodeProgrammer {
+    fn label(&self) -> String;
+    /// Backend choice random by design: record sets of backends, not sequences.
+    fn random_choice(&self) -> bool;
+    fn program_node(&self, cluster: &ClusterState, ctx: &NodeContext, node: &NodeNs) -> Result<NodeSummary>;
+}
+
+impl<P: Proxier + ?Sized> NodeProgrammer for P {
+    fn label(&self) -> String {
+        self.name().to_string()
+    }
+    fn random_choice(&self) -> bool {
+        self.random_backend_choice()
+    }
+    fn program_node(&self, cluster: &ClusterState, ctx: &NodeContext, node: &NodeNs) -> Result<NodeSummary> {
+        let programming = self
+            .program(cluster, ctx)
+            .with_context(|| format!("{} programming node {}", self.name(), node.name))?;
+        crate::programming::apply(node, &programming)
+            .with_context(|| format!("applying {}'s programming to node {}", self.name(), node.name))?;
+        Ok(summarize(node, &programming))
+    }
+}
+
+/// The applier settings an external proxier's output is applied with.
+fn applier() -> Result<Applier> {
+    Ok(Applier::new(ApplyOptions::from_caps(&crate::caps::detect()?)))
+}
+
+impl NodeProgrammer for ExecProxier {
+    fn label(&self) -> String {
+        format!("exec:{}", self.program)
+    }
+    /// Unknown: an external proxier may balance at random, so only sets are recorded.
+    fn random_choice(&self) -> bool {
+        true
+    }
+    fn program_node(&self, cluster: &ClusterState, ctx: &NodeContext, node: &NodeNs) -> Result<NodeSummary> {
+        let sync = self
+            .sync_node(&node.netns, &input_for(cluster, ctx), &applier()?)
+            .with_context(|| format!("{} on node {}", self.label(), node.name))?;
+        if !sync.missing.is_empty() {
+            anyhow::bail!(
+                "{} on node {}: the kernel does not hold {} item(s) of its programming, e.g. {}",
+                self.label(),
+                node.name,
+                sync.missing.len(),
+                sync.missing[0]
+            );
+        }
+        Ok(summarize_effective(node, &sync.effective))
+    }
+}
+
+impl NodeProgrammer for Replay {
+    fn label(&self) -> String {
+        format!("replay:{}", self.dir.display())
+    }
+    fn random_choice(&self) -> bool {
+        true
+    }
+    fn program_node(&self, _cluster: &ClusterState, _ctx: &NodeContext, node: &NodeNs) -> Result<NodeSummary> {
+        let (_, effective) = self
+            .sync_node(&node.netns, &node.name, &applier()?)
+            .with_context(|| format!("{} on node {}", self.label(), node.name))?;
+        Ok(summarize_effective(node, &effective))
+    }
+}
+
+fn summarize_effective(node: &NodeNs, state: &EffectiveState) -> NodeSummary {
+    NodeSummary {
+        node: node.name.clone(),
+        kube_ipvs0: state
+            .kube_ipvs0
+            .as_ref()
+            .map(|d| d.addresses.iter().map(|(a, _)| a.to_string()).collect())
+            .unwrap_or_default(),
+        ipvs_virtual_servers: state.ipvs.as_ref().map_or(0, |t| t.servers.len()),
+        ipvs_real_servers: state
+            .ipvs
+            .as_ref()
+            .map_or(0, |t| t.servers.iter().map(|v| v.destinations.len()).sum()),
+        ipsets: state.ipsets.len(),
+        iptables_rules: state.iptables.values().map(|t| t.rules.len()).sum(),
+    }
+}
+
 /// Runs `scenario` against `proxier` in freshly built namespaces, removed afterwards.
-pub async fn run_scenario(
+pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
     scenario: &Scenario,
-    proxier: &dyn Proxier,
+    proxier: &P,
     probe_timeout: Duration,
 ) -> Result<ScenarioRun> {
     let topo = Topology::build(scenario)
@@ -127,12 +219,7 @@ pub async fn run_scenario(
     for node in topo.nodes() {
         let ctx = scenario::node_context(scenario, &node.name)
             .with_context(|| format!("node {} is not in the scenario", node.name))?;
-        let programming = proxier
-            .program(&cluster, &ctx)
-            .with_context(|| format!("{} programming node {}", proxier.name(), node.name))?;
-        crate::programming::apply(node, &programming)
-            .with_context(|| format!("applying {}'s programming to node {}", proxier.name(), node.name))?;
-        nodes.push(summarize(node, &programming));
+        nodes.push(proxier.program_node(&cluster, &ctx, node)?);
     }
     let _backends = Backends::start(&topo, &scenario.topology.pods)?;
     let addresses = node_addresses(&topo);
@@ -140,18 +227,18 @@ pub async fn run_scenario(
     let mut violations = Vec::new();
     for (index, spec) in scenario.probes.iter().enumerate() {
         let mut plan = probe::plan(scenario, &topo, index)?;
-        if proxier.random_backend_choice() {
+        if proxier.random_choice() {
             let candidates = candidate_backends(&cluster, spec);
             plan.repeat = plan.repeat.max(shots_to_reach_all(candidates));
         }
         let shots = probe::fire(&topo, &plan, probe_timeout)
             .with_context(|| format!("firing probe {}", plan.name))?;
-        let obs = observe::observe_probe(&plan, &shots, &addresses, proxier.random_backend_choice());
-        if let Some(expect) = spec.expectation_for(proxier.name()) {
+        let obs = observe::observe_probe(&plan, &shots, &addresses, proxier.random_choice());
+        if let Some(expect) = spec.expectation_for(&proxier.label()) {
             violations.extend(
                 observe::check(expect, &obs, &addresses)
                     .into_iter()
-                    .map(|v| format!("{} [{}]: {v}", scenario.name, proxier.name())),
+                    .map(|v| format!("{} [{}]: {v}", scenario.name, proxier.label())),
             );
         }
         probes.push(obs);
@@ -159,7 +246,7 @@ pub async fn run_scenario(
     Ok(ScenarioRun {
         observation: ScenarioObservation {
             scenario: scenario.name.clone(),
-            proxier: proxier.name().to_string(),
+            proxier: proxier.label(),
             nodes,
             probes,
         },

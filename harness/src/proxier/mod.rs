@@ -24,6 +24,19 @@ pub trait Proxier {
     }
 }
 
+/// A boxed proxier is a proxier, so a chosen built-in can go wherever one is expected.
+impl<P: Proxier + ?Sized> Proxier for Box<P> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
+        (**self).program(cluster, node)
+    }
+    fn random_backend_choice(&self) -> bool {
+        (**self).random_backend_choice()
+    }
+}
+
 /// The built-in reference proxiers, by name.
 pub fn builtin(name: &str) -> Option<Box<dyn Proxier + Send + Sync>> {
     match name {
