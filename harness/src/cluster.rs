@@ -39,6 +39,7 @@ pub struct NodeInfo {
 #[serde(rename_all = "camelCase")]
 pub struct NodeContext {
     pub name: String,
+    #[serde(rename = "nodeIP")]
     pub node_ip: Ipv4Addr,
     #[serde(rename = "podCIDR")]
     pub pod_cidr: Ipv4Cidr,

@@ -400,7 +400,7 @@ pub struct ProxierOptions {
     #[serde(default = "default_scheduler")]
     pub ipvs_scheduler: String,
     /// `--ipvs-strict-arp`.
-    #[serde(default)]
+    #[serde(rename = "strictARP", default)]
     pub strict_arp: bool,
 }
 
