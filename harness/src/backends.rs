@@ -47,7 +47,12 @@ impl Backends {
             let ns = &topo.pod(&pod.name)?.netns;
             for port in &pod.ports {
                 let addr = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port.container_port);
-                let what = format!("{} port {} of pod {}", port.protocol.upper(), port.container_port, pod.name);
+                let what = format!(
+                    "{} port {} of pod {}",
+                    port.protocol.upper(),
+                    port.container_port,
+                    pod.name
+                );
                 match port.protocol {
                     Protocol::Tcp => {
                         let listener = ns
@@ -82,7 +87,9 @@ impl Backends {
 
 async fn serve_tcp(listener: tokio::net::TcpListener, pod: String) {
     while let Ok((mut stream, peer)) = listener.accept().await {
-        let _ = stream.write_all(client_ip_answer(peer, &pod).as_bytes()).await;
+        let _ = stream
+            .write_all(client_ip_answer(peer, &pod).as_bytes())
+            .await;
         let _ = stream.shutdown().await;
     }
 }
@@ -90,6 +97,8 @@ async fn serve_tcp(listener: tokio::net::TcpListener, pod: String) {
 async fn serve_udp(socket: tokio::net::UdpSocket, pod: String) {
     let mut buf = vec![0u8; 2048];
     while let Ok((n, peer)) = socket.recv_from(&mut buf).await {
-        let _ = socket.send_to(&udp_answer(&buf[..n], peer, &pod), peer).await;
+        let _ = socket
+            .send_to(&udp_answer(&buf[..n], peer, &pod), peer)
+            .await;
     }
 }

@@ -96,7 +96,10 @@ pub async fn topology(nodes: u8, pods_per_node: u8, rounds: u32) -> Result<Strin
         teardown.push(topo.teardown() / namespaces as u32);
     }
     let mut out = String::new();
-    writeln!(out, "topology: {nodes} nodes x {pods_per_node} pods, {rounds} round(s)")?;
+    writeln!(
+        out,
+        "topology: {nodes} nodes x {pods_per_node} pods, {rounds} round(s)"
+    )?;
     writeln!(out, "  fabric setup         {}", stats(&fabric))?;
     writeln!(out, "  node setup           {}", stats(&per_node))?;
     writeln!(out, "  overlay wiring       {}", stats(&overlay))?;

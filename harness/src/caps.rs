@@ -120,8 +120,20 @@ impl fmt::Display for Capabilities {
 /// nodes load it (kubeadm's preflight requires it); the suite's VM runner loads it in its VM.
 fn load_modules() {
     for module in [
-        "ip_vs", "ip_vs_rr", "ip_vs_wrr", "ip_vs_lc", "ip_vs_wlc", "ip_vs_sh", "ip_vs_dh", "ip_vs_mh",
-        "ip_vs_sed", "ip_vs_nq", "xt_ipvs", "dummy", "vxlan", "nf_conntrack",
+        "ip_vs",
+        "ip_vs_rr",
+        "ip_vs_wrr",
+        "ip_vs_lc",
+        "ip_vs_wlc",
+        "ip_vs_sh",
+        "ip_vs_dh",
+        "ip_vs_mh",
+        "ip_vs_sed",
+        "ip_vs_nq",
+        "xt_ipvs",
+        "dummy",
+        "vxlan",
+        "nf_conntrack",
     ] {
         let _ = std::process::Command::new("modprobe")
             .args(["-q", module])
@@ -164,18 +176,50 @@ pub fn detect() -> Result<Capabilities> {
     };
     let features = vec![
         (Feature::IpVs, ipvs),
-        (Feature::Dummy, probe_cmd(&ns, "ip", &["link", "add", "kpct-d0", "type", "dummy"])),
+        (
+            Feature::Dummy,
+            probe_cmd(&ns, "ip", &["link", "add", "kpct-d0", "type", "dummy"]),
+        ),
         (
             Feature::Vxlan,
-            probe_cmd(&ns, "ip", &["link", "add", "kpct-vx0", "type", "vxlan", "id", "1", "dstport", "8472"]),
+            probe_cmd(
+                &ns,
+                "ip",
+                &[
+                    "link", "add", "kpct-vx0", "type", "vxlan", "id", "1", "dstport", "8472",
+                ],
+            ),
         ),
-        (Feature::Bridge, probe_cmd(&ns, "ip", &["link", "add", "kpct-br0", "type", "bridge"])),
+        (
+            Feature::Bridge,
+            probe_cmd(&ns, "ip", &["link", "add", "kpct-br0", "type", "bridge"]),
+        ),
         (
             Feature::XtIpvs,
-            probe_cmd(&ns, "iptables", &["-w", "-A", "OUTPUT", "-m", "ipvs", "--vaddr", "198.51.100.1/32", "-j", "ACCEPT"]),
+            probe_cmd(
+                &ns,
+                "iptables",
+                &[
+                    "-w",
+                    "-A",
+                    "OUTPUT",
+                    "-m",
+                    "ipvs",
+                    "--vaddr",
+                    "198.51.100.1/32",
+                    "-j",
+                    "ACCEPT",
+                ],
+            ),
         ),
-        (Feature::IpSet, probe_cmd(&ns, "ipset", &["create", "kpct-probe", "hash:ip"])),
-        (Feature::Iptables, probe_cmd(&ns, "iptables", &["-w", "-t", "nat", "-S"])),
+        (
+            Feature::IpSet,
+            probe_cmd(&ns, "ipset", &["create", "kpct-probe", "hash:ip"]),
+        ),
+        (
+            Feature::Iptables,
+            probe_cmd(&ns, "iptables", &["-w", "-t", "nat", "-S"]),
+        ),
         (Feature::BrNetfilter, br_netfilter(&ns)?),
     ];
     let ipset_types = IpSetType::ALL

@@ -38,7 +38,11 @@ impl std::fmt::Display for Flow {
             132 => "sctp",
             _ => "ip",
         };
-        write!(f, "{proto} {}:{} -> {}:{}", self.src, self.sport, self.dst, self.dport)
+        write!(
+            f,
+            "{proto} {}:{} -> {}:{}",
+            self.src, self.sport, self.dst, self.dport
+        )
     }
 }
 
@@ -159,7 +163,11 @@ impl Capture {
                         return Ok(Some(frame));
                     }
                 }
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+                    ) => {}
                 Err(e) => return Err(e).with_context(|| format!("reading from {}", self.label)),
             }
         }

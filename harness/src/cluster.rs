@@ -5,7 +5,7 @@
 //! This is also the JSON document (`version: 1`) handed to `exec:` proxiers on stdin, so field
 //! names are part of a public, versioned schema: add fields, never rename them.
 
-use crate::scenario::{Ipv4Cidr, ProxierOptions, Protocol, ServiceType};
+use crate::scenario::{Ipv4Cidr, Protocol, ProxierOptions, ServiceType};
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
 
@@ -93,7 +93,9 @@ impl ServicePortInfo {
 
     /// kube-proxy's `ExternallyAccessible()`: has a NodePort, external IPs or LB VIPs.
     pub fn externally_accessible(&self) -> bool {
-        self.node_port.is_some() || !self.external_ips.is_empty() || !self.load_balancer_vips.is_empty()
+        self.node_port.is_some()
+            || !self.external_ips.is_empty()
+            || !self.load_balancer_vips.is_empty()
     }
 }
 

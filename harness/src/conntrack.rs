@@ -56,7 +56,10 @@ pub fn flush(ns: &Netns) -> Result<()> {
             ns.name(),
             std::io::Error::from_raw_os_error(errno)
         ),
-        None => bail!("flushing conntrack in {}: no acknowledgement from ctnetlink", ns.name()),
+        None => bail!(
+            "flushing conntrack in {}: no acknowledgement from ctnetlink",
+            ns.name()
+        ),
     }
 }
 

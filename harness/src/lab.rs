@@ -56,8 +56,13 @@ pub async fn up(scenario: &Scenario, proxier: &dyn Proxier) -> Result<Lab> {
         let ctx = scenario::node_context(scenario, &node.name)
             .with_context(|| format!("node {} is not in the scenario", node.name))?;
         let programming = proxier.program(&cluster, &ctx)?;
-        crate::programming::apply(node, &programming)
-            .with_context(|| format!("applying {}'s programming to node {}", proxier.name(), node.name))?;
+        crate::programming::apply(node, &programming).with_context(|| {
+            format!(
+                "applying {}'s programming to node {}",
+                proxier.name(),
+                node.name
+            )
+        })?;
     }
     // Only once everything applied: a failure above drops (removes) the half-built lab.
     Ok(Lab {
@@ -79,7 +84,11 @@ pub fn list() -> Result<Vec<String>> {
     let marker = format!("{SUITE_PREFIX}{}", netns::LAB_PREFIX);
     let mut labs: Vec<String> = existing_all(&marker)?
         .into_iter()
-        .filter_map(|n| n.strip_suffix("-fabric").and_then(|n| n.strip_prefix(&marker)).map(str::to_string))
+        .filter_map(|n| {
+            n.strip_suffix("-fabric")
+                .and_then(|n| n.strip_prefix(&marker))
+                .map(str::to_string)
+        })
         .collect();
     labs.sort();
     Ok(labs)
@@ -99,7 +108,11 @@ fn existing_all(prefix: &str) -> Result<Vec<String>> {
 /// How to get into the lab, with the troubleshooting commands of the design notes.
 pub fn instructions(lab: &Lab) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "lab {} is up, programmed by {}:", lab.scenario, lab.proxier);
+    let _ = writeln!(
+        out,
+        "lab {} is up, programmed by {}:",
+        lab.scenario, lab.proxier
+    );
     for (role, ns) in &lab.namespaces {
         let _ = writeln!(out, "  {role:<24} ip netns exec {ns} bash");
     }

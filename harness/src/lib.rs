@@ -1,8 +1,8 @@
 //! Deterministic conformance suite for Kubernetes service proxiers, run in network namespaces.
 pub mod backends;
 pub mod bench;
-pub mod capture;
 pub mod caps;
+pub mod capture;
 pub mod cluster;
 pub mod conntrack;
 pub mod docs;

@@ -6,7 +6,11 @@ use kpct::caps::{self, Feature};
 use kpct::netns;
 
 #[derive(Parser)]
-#[command(name = "kpct", version, about = "Conformance suite for Kubernetes service proxiers, in network namespaces")]
+#[command(
+    name = "kpct",
+    version,
+    about = "Conformance suite for Kubernetes service proxiers, in network namespaces"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -114,16 +118,27 @@ fn run() -> Result<()> {
             scenarios,
             observations,
             junit,
-        } => run_command(&proxiers, &scenarios, observations.as_deref(), junit.as_deref()),
+        } => run_command(
+            &proxiers,
+            &scenarios,
+            observations.as_deref(),
+            junit.as_deref(),
+        ),
         Command::Soak {
             scenario,
             proxier,
             runs,
         } => {
             let s = kpct::scenario::load(&scenario).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let p = kpct::proxier::builtin(&proxier).ok_or_else(|| anyhow::anyhow!("unknown proxier `{proxier}`"))?;
+            let p = kpct::proxier::builtin(&proxier)
+                .ok_or_else(|| anyhow::anyhow!("unknown proxier `{proxier}`"))?;
             let rt = tokio::runtime::Runtime::new()?;
-            let report = rt.block_on(kpct::soak::soak(&s, p.as_ref(), runs, kpct::probe::probe_timeout()))?;
+            let report = rt.block_on(kpct::soak::soak(
+                &s,
+                p.as_ref(),
+                runs,
+                kpct::probe::probe_timeout(),
+            ))?;
             print!("{}", report.render(&s.name, p.name()));
             if !report.divergences.is_empty() {
                 std::process::exit(1);
@@ -149,7 +164,10 @@ fn run() -> Result<()> {
                 rounds,
             } => {
                 let rt = tokio::runtime::Runtime::new()?;
-                print!("{}", rt.block_on(kpct::bench::topology(nodes, pods_per_node, rounds))?);
+                print!(
+                    "{}",
+                    rt.block_on(kpct::bench::topology(nodes, pods_per_node, rounds))?
+                );
                 Ok(())
             }
         },
@@ -220,11 +238,17 @@ fn run_command(
     junit: Option<&std::path::Path>,
 ) -> Result<()> {
     let names: Vec<String> = if proxier_names.is_empty() {
-        kpct::proxier::BUILTIN.iter().map(|s| s.to_string()).collect()
+        kpct::proxier::BUILTIN
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
     } else {
         proxier_names.to_vec()
     };
-    let proxiers = names.iter().map(|n| proxier_from_spec(n)).collect::<Result<Vec<_>>>()?;
+    let proxiers = names
+        .iter()
+        .map(|n| proxier_from_spec(n))
+        .collect::<Result<Vec<_>>>()?;
     if names.iter().any(|n| n.contains("ipvs")) {
         let caps = caps::detect()?;
         if let Some((_, why)) = caps.missing(&[Feature::IpVs]).into_iter().next() {
@@ -255,10 +279,18 @@ fn run_command(
         for proxier in &proxiers {
             done += 1;
             let started = std::time::Instant::now();
-            eprint!("[{done:>3}/{total}] {} × {} … ", scenario.name, proxier.label());
+            eprint!(
+                "[{done:>3}/{total}] {} × {} … ",
+                scenario.name,
+                proxier.label()
+            );
             match rt.block_on(kpct::run::run_scenario(scenario, proxier.as_ref(), timeout)) {
                 Ok(run) => {
-                    let status = if run.violations.is_empty() { "ok" } else { "FAIL" };
+                    let status = if run.violations.is_empty() {
+                        "ok"
+                    } else {
+                        "FAIL"
+                    };
                     eprintln!("{status} ({:.1}s)", started.elapsed().as_secs_f64());
                     if let Some(dir) = observations {
                         let label = proxier.label().replace(['/', ' ', ':'], "_");
@@ -293,7 +325,8 @@ fn lab_command(action: LabCommand) -> Result<()> {
     match action {
         LabCommand::Up { scenario, proxier } => {
             let s = kpct::scenario::load(&scenario).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let p = kpct::proxier::builtin(&proxier).ok_or_else(|| anyhow::anyhow!("unknown proxier `{proxier}`"))?;
+            let p = kpct::proxier::builtin(&proxier)
+                .ok_or_else(|| anyhow::anyhow!("unknown proxier `{proxier}`"))?;
             if proxier.contains("ipvs") {
                 let caps = caps::detect()?;
                 if let Some((_, why)) = caps.missing(&[Feature::IpVs]).into_iter().next() {

@@ -54,7 +54,12 @@ impl Netns {
             .write(true)
             .create_new(true)
             .open(&path)
-            .with_context(|| format!("creating {} (does a namespace of that name exist?)", path.display()))?;
+            .with_context(|| {
+                format!(
+                    "creating {} (does a namespace of that name exist?)",
+                    path.display()
+                )
+            })?;
         register(name);
         let bind_target = path.clone();
         let bound = std::thread::spawn(move || -> Result<()> {
@@ -66,7 +71,12 @@ impl Netns {
                 MsFlags::MS_BIND,
                 None::<&str>,
             )
-            .with_context(|| format!("bind-mounting the new namespace on {}", bind_target.display()))
+            .with_context(|| {
+                format!(
+                    "bind-mounting the new namespace on {}",
+                    bind_target.display()
+                )
+            })
         })
         .join()
         .map_err(|_| anyhow::anyhow!("namespace creation thread panicked"))?;
@@ -142,17 +152,29 @@ impl Netns {
     }
 
     /// Like [`Netns::exec`], feeding `stdin` to the command.
-    pub fn exec_with_stdin(&self, program: &str, args: &[&str], stdin: Option<&str>) -> Result<String> {
+    pub fn exec_with_stdin(
+        &self,
+        program: &str,
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> Result<String> {
         use std::io::Write;
         use std::process::Stdio;
         let mut cmd = self.command(program)?;
         cmd.args(args)
-            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("starting `{program}` in namespace {} (is it installed?)", self.name))?;
+        let mut child = cmd.spawn().with_context(|| {
+            format!(
+                "starting `{program}` in namespace {} (is it installed?)",
+                self.name
+            )
+        })?;
         if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
             pipe.write_all(input.as_bytes())
                 .with_context(|| format!("writing stdin of `{program}`"))?;
@@ -249,7 +271,10 @@ fn remove_named(name: &str) {
 /// Removes every namespace this process still owns. Called from the signal handler, where
 /// `Drop` will not run.
 pub fn remove_all_live() {
-    let names: Vec<String> = LIVE.lock().map(|l| l.iter().cloned().collect()).unwrap_or_default();
+    let names: Vec<String> = LIVE
+        .lock()
+        .map(|l| l.iter().cloned().collect())
+        .unwrap_or_default();
     for name in names {
         remove_named(&name);
     }
@@ -308,5 +333,7 @@ pub fn remove_leftovers(names: &[String]) {
 
 /// Names in this process's registry (for tests asserting that nothing leaked).
 pub fn live_names() -> Vec<String> {
-    LIVE.lock().map(|l| l.iter().cloned().collect()).unwrap_or_default()
+    LIVE.lock()
+        .map(|l| l.iter().cloned().collect())
+        .unwrap_or_default()
 }

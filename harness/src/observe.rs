@@ -135,7 +135,9 @@ pub fn observe_shot(plan: &ProbePlan, shot: &Shot, nodes: &[NodeAddress]) -> Sho
         let mut pod = None;
         for field in app.split_whitespace() {
             if let Some(c) = field.strip_prefix("client=") {
-                seen_ip = c.rsplit_once(':').and_then(|(ip, _)| ip.parse::<Ipv4Addr>().ok());
+                seen_ip = c
+                    .rsplit_once(':')
+                    .and_then(|(ip, _)| ip.parse::<Ipv4Addr>().ok());
             } else if let Some(p) = field.strip_prefix("pod=") {
                 pod = Some(p.to_string());
             }
@@ -159,7 +161,11 @@ pub fn observe_shot(plan: &ProbePlan, shot: &Shot, nodes: &[NodeAddress]) -> Sho
         };
     }
     if let Some(err) = &shot.socket_error {
-        let verdict = if err == "timeout" { Verdict::Dropped } else { Verdict::Rejected };
+        let verdict = if err == "timeout" {
+            Verdict::Dropped
+        } else {
+            Verdict::Rejected
+        };
         return ShotObservation {
             verdict,
             backend: None,
@@ -178,15 +184,21 @@ pub fn observe_shot(plan: &ProbePlan, shot: &Shot, nodes: &[NodeAddress]) -> Sho
             (Some(format!("from {from}:{sport}")), Some(ok))
         }
         Some(Answer::Reset) => (Some("tcp-reset".to_string()), None),
-        Some(Answer::Unreachable { from, code }) => {
-            (Some(format!("icmp-unreachable code {code} from {}", who(from, nodes))), None)
-        }
+        Some(Answer::Unreachable { from, code }) => (
+            Some(format!(
+                "icmp-unreachable code {code} from {}",
+                who(from, nodes)
+            )),
+            None,
+        ),
         None => (None, None),
     };
     let verdict = match (&shot.delivered, shot.answer) {
         (Some(_), Some(Answer::Reply { .. })) if translated == Some(true) => Verdict::Delivered,
         (Some(_), Some(Answer::Reply { .. })) => Verdict::DeliveredReplyUntranslated,
-        (Some(_), Some(Answer::Reset | Answer::Unreachable { .. })) => Verdict::DeliveredRefusedByBackend,
+        (Some(_), Some(Answer::Reset | Answer::Unreachable { .. })) => {
+            Verdict::DeliveredRefusedByBackend
+        }
         (Some(_), None) => Verdict::DeliveredNoReply,
         (None, Some(Answer::Reset | Answer::Unreachable { .. })) => Verdict::Rejected,
         // An answer without an observed delivery: something other than a pod answered.
@@ -213,9 +225,19 @@ pub fn observe_shot(plan: &ProbePlan, shot: &Shot, nodes: &[NodeAddress]) -> Sho
 }
 
 /// Builds a probe's observation. `random_choice`: the proxier picks backends at random.
-pub fn observe_probe(plan: &ProbePlan, shots: &[Shot], nodes: &[NodeAddress], random_choice: bool) -> ProbeObservation {
+pub fn observe_probe(
+    plan: &ProbePlan,
+    shots: &[Shot],
+    nodes: &[NodeAddress],
+    random_choice: bool,
+) -> ProbeObservation {
     let all: Vec<ShotObservation> = shots.iter().map(|s| observe_shot(plan, s, nodes)).collect();
-    let from = format!("{} ({}:{})", plan.source.label(), client_ip(plan), plan.sport);
+    let from = format!(
+        "{} ({}:{})",
+        plan.source.label(),
+        client_ip(plan),
+        plan.sport
+    );
     let to = format!("{} {}:{}", plan.protocol.lower(), plan.dst, plan.dport);
     let reached: Vec<String> = all.iter().filter_map(|s| s.backend.clone()).collect();
     let client = Some(client_ip(plan));
@@ -279,7 +301,10 @@ pub fn check(expect: &Expectation, obs: &ProbeObservation, nodes: &[NodeAddress]
         let observed = format!(
             "observed {:?}{}",
             shot.verdict,
-            shot.backend.as_ref().map(|b| format!(" at {b}")).unwrap_or_default()
+            shot.backend
+                .as_ref()
+                .map(|b| format!(" at {b}"))
+                .unwrap_or_default()
         );
         if let Some(outcome) = expect.outcome {
             let ok = match outcome {

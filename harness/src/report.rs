@@ -20,12 +20,11 @@ pub fn table(runs: &[ScenarioRun]) -> String {
                 probe.shots.clone()
             };
             let verdicts: Vec<String> = dedup(shots.iter().map(|s| format!("{:?}", s.verdict)));
-            let seen: Vec<String> = dedup(shots.iter().map(|s| {
-                match (&s.backend, &s.backend_saw) {
+            let seen: Vec<String> =
+                dedup(shots.iter().map(|s| match (&s.backend, &s.backend_saw) {
                     (Some(b), Some(saw)) => format!("{b}: {saw}"),
                     _ => s.reply.clone().unwrap_or_else(|| "-".into()),
-                }
-            }));
+                }));
             rows.push([
                 obs.scenario.clone(),
                 obs.proxier.clone(),
@@ -36,7 +35,9 @@ pub fn table(runs: &[ScenarioRun]) -> String {
             ]);
         }
     }
-    let header = ["scenario", "proxier", "probe", "verdict", "observed", "result"];
+    let header = [
+        "scenario", "proxier", "probe", "verdict", "observed", "result",
+    ];
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row.iter()) {
@@ -52,12 +53,21 @@ pub fn table(runs: &[ScenarioRun]) -> String {
         let _ = writeln!(out, "{}", parts.join("  ").trim_end());
     };
     line(&mut out, &header.map(String::from));
-    line(&mut out, &widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>());
+    line(
+        &mut out,
+        &widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>(),
+    );
     for row in &rows {
         line(&mut out, row);
     }
     let failed = rows.iter().filter(|r| r[5] == "FAIL").count();
-    let _ = writeln!(out, "\n{} probe(s), {} passed, {} failed", rows.len(), rows.len() - failed, failed);
+    let _ = writeln!(
+        out,
+        "\n{} probe(s), {} passed, {} failed",
+        rows.len(),
+        rows.len() - failed,
+        failed
+    );
     for run in runs {
         for v in &run.violations {
             let _ = writeln!(out, "  FAIL {v}");
@@ -89,14 +99,22 @@ fn xml_escape(s: &str) -> String {
 /// that could not complete (setup or programming failed), one `<error>` each.
 pub fn junit(runs: &[ScenarioRun], errors: &[(String, String, String)]) -> String {
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let tests: usize = runs.iter().map(|r| r.observation.probes.len()).sum::<usize>() + errors.len();
+    let tests: usize = runs
+        .iter()
+        .map(|r| r.observation.probes.len())
+        .sum::<usize>()
+        + errors.len();
     let failures: usize = runs
         .iter()
         .map(|r| {
             r.observation
                 .probes
                 .iter()
-                .filter(|p| r.violations.iter().any(|v| v.contains(&format!("probe `{}`", p.probe))))
+                .filter(|p| {
+                    r.violations
+                        .iter()
+                        .any(|v| v.contains(&format!("probe `{}`", p.probe)))
+                })
                 .count()
         })
         .sum();
@@ -111,7 +129,11 @@ pub fn junit(runs: &[ScenarioRun], errors: &[(String, String, String)]) -> Strin
         let failed: Vec<_> = obs
             .probes
             .iter()
-            .filter(|p| run.violations.iter().any(|v| v.contains(&format!("probe `{}`", p.probe))))
+            .filter(|p| {
+                run.violations
+                    .iter()
+                    .any(|v| v.contains(&format!("probe `{}`", p.probe)))
+            })
             .collect();
         let _ = writeln!(
             out,
@@ -142,7 +164,10 @@ pub fn junit(runs: &[ScenarioRun], errors: &[(String, String, String)]) -> Strin
                     xml_escape(mine[0]),
                     xml_escape(&format!(
                         "{}\n\nobserved:\n{observed}",
-                        mine.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n")
+                        mine.iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join("\n")
                     ))
                 );
             }

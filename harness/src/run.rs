@@ -2,14 +2,14 @@
 //! and produce the observation document plus the list of violated expectations.
 
 use crate::backends::Backends;
+use crate::cluster::{ClusterState, NodeContext};
 use crate::observe::{self, NodeAddress, ProbeObservation};
 use crate::probe;
 use crate::programming::Programming;
-use crate::proxier::Proxier;
-use crate::cluster::{ClusterState, NodeContext};
 use crate::programming::{Applier, ApplyOptions, EffectiveState};
 use crate::proxier::exec::{input_for, ExecProxier};
 use crate::proxier::replay::Replay;
+use crate::proxier::Proxier;
 use crate::scenario::{self, Probe, Scenario, TargetPort};
 use crate::topology::naming::{BRIDGE_IF, UNDERLAY_IF, VXLAN_IF};
 use crate::topology::{NodeNs, Topology};
@@ -122,7 +122,12 @@ pub trait NodeProgrammer {
     fn label(&self) -> String;
     /// Backend choice random by design: record sets of backends, not sequences.
     fn random_choice(&self) -> bool;
-    fn program_node(&self, cluster: &ClusterState, ctx: &NodeContext, node: &NodeNs) -> Result<NodeSummary>;
+    fn program_node(
+        &self,
+        cluster: &ClusterState,
+        ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary>;
 }
 
 impl<P: Proxier + ?Sized> NodeProgrammer for P {
@@ -132,19 +137,31 @@ impl<P: Proxier + ?Sized> NodeProgrammer for P {
     fn random_choice(&self) -> bool {
         self.random_backend_choice()
     }
-    fn program_node(&self, cluster: &ClusterState, ctx: &NodeContext, node: &NodeNs) -> Result<NodeSummary> {
+    fn program_node(
+        &self,
+        cluster: &ClusterState,
+        ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
         let programming = self
             .program(cluster, ctx)
             .with_context(|| format!("{} programming node {}", self.name(), node.name))?;
-        crate::programming::apply(node, &programming)
-            .with_context(|| format!("applying {}'s programming to node {}", self.name(), node.name))?;
+        crate::programming::apply(node, &programming).with_context(|| {
+            format!(
+                "applying {}'s programming to node {}",
+                self.name(),
+                node.name
+            )
+        })?;
         Ok(summarize(node, &programming))
     }
 }
 
 /// The applier settings an external proxier's output is applied with.
 fn applier() -> Result<Applier> {
-    Ok(Applier::new(ApplyOptions::from_caps(&crate::caps::detect()?)))
+    Ok(Applier::new(ApplyOptions::from_caps(
+        &crate::caps::detect()?
+    )))
 }
 
 impl NodeProgrammer for ExecProxier {
@@ -155,7 +172,12 @@ impl NodeProgrammer for ExecProxier {
     fn random_choice(&self) -> bool {
         true
     }
-    fn program_node(&self, cluster: &ClusterState, ctx: &NodeContext, node: &NodeNs) -> Result<NodeSummary> {
+    fn program_node(
+        &self,
+        cluster: &ClusterState,
+        ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
         let sync = self
             .sync_node(&node.netns, &input_for(cluster, ctx), &applier()?)
             .with_context(|| format!("{} on node {}", self.label(), node.name))?;
@@ -179,7 +201,12 @@ impl NodeProgrammer for Replay {
     fn random_choice(&self) -> bool {
         true
     }
-    fn program_node(&self, _cluster: &ClusterState, _ctx: &NodeContext, node: &NodeNs) -> Result<NodeSummary> {
+    fn program_node(
+        &self,
+        _cluster: &ClusterState,
+        _ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
         let (_, effective) = self
             .sync_node(&node.netns, &node.name, &applier()?)
             .with_context(|| format!("{} on node {}", self.label(), node.name))?;

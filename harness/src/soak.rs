@@ -35,13 +35,21 @@ impl SoakReport {
 
 /// Runs `scenario` `runs` times (each in fresh namespaces) and compares every observation with
 /// the first.
-pub async fn soak(scenario: &Scenario, proxier: &dyn Proxier, runs: usize, timeout: Duration) -> Result<SoakReport> {
+pub async fn soak(
+    scenario: &Scenario,
+    proxier: &dyn Proxier,
+    runs: usize,
+    timeout: Duration,
+) -> Result<SoakReport> {
     let started = Instant::now();
     let mut first: Option<String> = None;
     let mut identical = 0;
     let mut divergences = Vec::new();
     for n in 1..=runs {
-        let yaml = run_scenario(scenario, proxier, timeout).await?.observation.to_yaml()?;
+        let yaml = run_scenario(scenario, proxier, timeout)
+            .await?
+            .observation
+            .to_yaml()?;
         match &first {
             None => {
                 first = Some(yaml);

@@ -80,7 +80,13 @@ fn rules(state: &EffectiveState, table: Table, chain: &str) -> Vec<String> {
     state
         .iptables
         .get(&table)
-        .map(|t| t.rules.iter().filter(|r| r.starts_with(&prefix)).cloned().collect())
+        .map(|t| {
+            t.rules
+                .iter()
+                .filter(|r| r.starts_with(&prefix))
+                .cloned()
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -92,29 +98,40 @@ async fn needs_ipvs_effective_state_of_kube_proxy_ipvs() {
 
     // Seeds: "iptables still matches NodePort first" — PREROUTING -> KUBE-SERVICES ->
     // (dst-type LOCAL) KUBE-NODE-PORT -> mark for masquerade.
-    assert!(rules(&state, Table::Nat, "PREROUTING").iter().any(|r| r.ends_with("-j KUBE-SERVICES")));
+    assert!(rules(&state, Table::Nat, "PREROUTING")
+        .iter()
+        .any(|r| r.ends_with("-j KUBE-SERVICES")));
     assert!(rules(&state, Table::Nat, "KUBE-SERVICES")
         .iter()
         .any(|r| r.contains("--dst-type LOCAL") && r.ends_with("-j KUBE-NODE-PORT")));
     assert!(rules(&state, Table::Nat, "KUBE-NODE-PORT")
         .iter()
-        .any(|r| r.contains("--match-set KUBE-NODE-PORT-TCP dst") && r.ends_with("-j KUBE-MARK-MASQ")));
+        .any(|r| r.contains("--match-set KUBE-NODE-PORT-TCP dst")
+            && r.ends_with("-j KUBE-MARK-MASQ")));
     // Seeds: "SNAT/MASQUERADE is done by iptables" — the mark chain and KUBE-POSTROUTING.
     assert!(rules(&state, Table::Nat, "KUBE-MARK-MASQ")
         .iter()
         .any(|r| r.contains("0x4000")));
-    assert!(rules(&state, Table::Nat, "POSTROUTING").iter().any(|r| r.ends_with("-j KUBE-POSTROUTING")));
+    assert!(rules(&state, Table::Nat, "POSTROUTING")
+        .iter()
+        .any(|r| r.ends_with("-j KUBE-POSTROUTING")));
     assert!(rules(&state, Table::Nat, "KUBE-POSTROUTING")
         .iter()
         .any(|r| r.contains("-j MASQUERADE")));
     // ... but iptables never DNATs in IPVS mode: IPVS does.
     let nat = state.iptables.get(&Table::Nat).unwrap();
-    assert!(!nat.rules.iter().any(|r| r.contains("-j DNAT")), "no DNAT rule in IPVS mode");
+    assert!(
+        !nat.rules.iter().any(|r| r.contains("-j DNAT")),
+        "no DNAT rule in IPVS mode"
+    );
 
     // Seeds: "IPVS does the load balancing and DNAT" — virtual servers for the ClusterIP and
     // the NodePort on the node IP, real servers = the endpoints, Masq forwarding.
     let ipvs = state.ipvs.as_ref().expect("IPVS table read back");
-    for vs in ["-A -t 10.96.0.11:80 -s rr", "-A -t 192.168.1.10:30080 -s rr"] {
+    for vs in [
+        "-A -t 10.96.0.11:80 -s rr",
+        "-A -t 192.168.1.10:30080 -s rr",
+    ] {
         assert!(ipvs.save.lines().any(|l| l == vs), "{vs} in\n{}", ipvs.save);
     }
     for rs in [
@@ -124,10 +141,23 @@ async fn needs_ipvs_effective_state_of_kube_proxy_ipvs() {
         assert!(ipvs.save.lines().any(|l| l == rs), "{rs} in\n{}", ipvs.save);
     }
     // sessionAffinity ClientIP = IPVS persistence with kube-proxy's default 10800 s.
-    assert!(ipvs.save.lines().any(|l| l == "-A -t 10.96.0.15:80 -s rr -p 10800"), "{}", ipvs.save);
+    assert!(
+        ipvs.save
+            .lines()
+            .any(|l| l == "-A -t 10.96.0.15:80 -s rr -p 10800"),
+        "{}",
+        ipvs.save
+    );
     // eTP Local NodePort: only node-a's own endpoint.
-    let local: Vec<_> = ipvs.save.lines().filter(|l| l.starts_with("-a -t 192.168.1.10:30081 ")).collect();
-    assert_eq!(local, vec!["-a -t 192.168.1.10:30081 -r 10.244.1.10:8080 -m -w 1"]);
+    let local: Vec<_> = ipvs
+        .save
+        .lines()
+        .filter(|l| l.starts_with("-a -t 192.168.1.10:30081 "))
+        .collect();
+    assert_eq!(
+        local,
+        vec!["-a -t 192.168.1.10:30081 -r 10.244.1.10:8080 -m -w 1"]
+    );
     // Service VIPs live on kube-ipvs0 (DOWN, NOARP dummy) so IPVS sees them as local.
     let dev = state.kube_ipvs0.as_ref().expect("kube-ipvs0 exists");
     let text = format!("{dev:?}");
@@ -142,7 +172,10 @@ async fn effective_state_of_kube_proxy_iptables() {
     snapshot("effective-all-service-types@kube-proxy-iptables", &state);
     // iptables mode: DNAT in KUBE-SEP chains, no IPVS, no ipsets.
     let nat = state.iptables.get(&Table::Nat).unwrap();
-    assert!(nat.rules.iter().any(|r| r.starts_with("-A KUBE-SEP-") && r.contains("-j DNAT")));
+    assert!(nat
+        .rules
+        .iter()
+        .any(|r| r.starts_with("-A KUBE-SEP-") && r.contains("-j DNAT")));
     assert!(state.ipvs.as_ref().is_none_or(|t| t.servers.is_empty()));
     assert!(state.ipsets.is_empty());
 }

@@ -2,8 +2,8 @@
 //! proves the kernel's IPVS dataplane works in the suite's topology before any proxier is
 //! involved. Needs IP_VS: run through `ci/test.sh`, which boots a kernel with it when needed.
 
-use kpct::capture::{Capture, Flow};
 use kpct::caps::require_ipvs;
+use kpct::capture::{Capture, Flow};
 use kpct::scenario::Scenario;
 use kpct::topology::Topology;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
@@ -35,11 +35,26 @@ async fn needs_ipvs_virtual_server_in_a_node_netns_translates_real_packets() {
     // What kube-proxy's IPVS mode does for one ClusterIP, by hand: VIP on a dummy device,
     // a virtual server and a masquerading real server.
     let ns = &node_a.netns;
-    ns.exec("ip", &["link", "add", "kube-ipvs0", "type", "dummy"]).unwrap();
-    ns.exec("ip", &["addr", "add", "10.96.0.10/32", "dev", "kube-ipvs0"]).unwrap();
-    ns.exec("ipvsadm", &["-A", "-u", "10.96.0.10:53", "-s", "rr"]).unwrap();
-    ns.exec("ipvsadm", &["-a", "-u", "10.96.0.10:53", "-r", "10.244.2.10:5353", "-m", "-w", "1"])
+    ns.exec("ip", &["link", "add", "kube-ipvs0", "type", "dummy"])
         .unwrap();
+    ns.exec("ip", &["addr", "add", "10.96.0.10/32", "dev", "kube-ipvs0"])
+        .unwrap();
+    ns.exec("ipvsadm", &["-A", "-u", "10.96.0.10:53", "-s", "rr"])
+        .unwrap();
+    ns.exec(
+        "ipvsadm",
+        &[
+            "-a",
+            "-u",
+            "10.96.0.10:53",
+            "-r",
+            "10.244.2.10:5353",
+            "-m",
+            "-w",
+            "1",
+        ],
+    )
+    .unwrap();
     assert_eq!(
         ns.exec("ipvsadm", &["-Sn"]).unwrap(),
         "-A -u 10.96.0.10:53 -s rr\n-a -u 10.96.0.10:53 -r 10.244.2.10:5353 -m -w 1\n"
@@ -60,7 +75,9 @@ async fn needs_ipvs_virtual_server_in_a_node_netns_translates_real_packets() {
     server.set_read_timeout(Some(WAIT)).unwrap();
     client.set_read_timeout(Some(WAIT)).unwrap();
 
-    client.send_to(b"query", SocketAddrV4::new(VIP, 53)).unwrap();
+    client
+        .send_to(b"query", SocketAddrV4::new(VIP, 53))
+        .unwrap();
     let dnat = Flow {
         protocol: 17,
         src: a1.ip,
@@ -68,7 +85,10 @@ async fn needs_ipvs_virtual_server_in_a_node_netns_translates_real_packets() {
         dst: b1.ip,
         dport: 5353,
     };
-    let seen = at_b1.wait_for(WAIT, |f| f.flow().is_some_and(|fl| fl.protocol == 17 && fl.dport == 5353));
+    let seen = at_b1.wait_for(WAIT, |f| {
+        f.flow()
+            .is_some_and(|fl| fl.protocol == 17 && fl.dport == 5353)
+    });
     assert_eq!(
         seen.unwrap().and_then(|f| f.flow()),
         Some(dnat),

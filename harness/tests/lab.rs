@@ -25,23 +25,48 @@ services:
 }
 
 fn in_node(lab: &kpct::lab::Lab, cmd: &[&str]) -> String {
-    let (_, ns) = lab.namespaces.iter().find(|(r, _)| r == "node node-a").unwrap();
-    let out = Command::new("ip").args(["netns", "exec", ns]).args(cmd).output().unwrap();
-    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let (_, ns) = lab
+        .namespaces
+        .iter()
+        .find(|(r, _)| r == "node node-a")
+        .unwrap();
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(cmd)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 async fn up_check_down(proxier: &str, check: &[(&[&str], &str)]) {
     let name = format!("labtest-{}-{}", std::process::id(), proxier);
     let s = scenario(&name);
-    let lab = kpct::lab::up(&s, builtin(proxier).unwrap().as_ref()).await.unwrap();
-    assert_eq!(kpct::lab::existing(&name).unwrap().len(), 3, "fabric, node and pod are up");
+    let lab = kpct::lab::up(&s, builtin(proxier).unwrap().as_ref())
+        .await
+        .unwrap();
+    assert_eq!(
+        kpct::lab::existing(&name).unwrap().len(),
+        3,
+        "fabric, node and pod are up"
+    );
     assert!(kpct::lab::instructions(&lab).contains("ip netns exec"));
     // The lab outlives its creator's cleanup registry, and `kpct cleanup` leaves it alone.
-    assert!(kpct::netns::leftovers(false).unwrap().iter().all(|n| !n.contains(&name)));
+    assert!(kpct::netns::leftovers(false)
+        .unwrap()
+        .iter()
+        .all(|n| !n.contains(&name)));
     for (cmd, expected) in check {
         let out = in_node(&lab, cmd);
-        assert!(out.contains(expected), "`{}` shows {expected}:\n{out}", cmd.join(" "));
+        assert!(
+            out.contains(expected),
+            "`{}` shows {expected}:\n{out}",
+            cmd.join(" ")
+        );
     }
     kpct::lab::down(&name).unwrap();
     assert_eq!(kpct::lab::existing(&name).unwrap(), Vec::<String>::new());
@@ -52,7 +77,10 @@ async fn lab_with_iptables_proxier_answers_troubleshooting_commands() {
     up_check_down(
         "kube-proxy-iptables",
         &[
-            (&["iptables", "-t", "nat", "-L", "KUBE-SERVICES", "-n", "-v"], "10.96.123.45"),
+            (
+                &["iptables", "-t", "nat", "-L", "KUBE-SERVICES", "-n", "-v"],
+                "10.96.123.45",
+            ),
             (&["conntrack", "-L"], ""),
         ],
     )
@@ -67,7 +95,10 @@ async fn needs_ipvs_lab_with_ipvs_proxier_answers_troubleshooting_commands() {
         &[
             (&["ipvsadm", "-Ln"], "TCP  10.96.123.45:80 rr"),
             (&["ipvsadm", "-Ln"], "-> 10.244.1.10:8080"),
-            (&["iptables", "-t", "nat", "-L", "KUBE-SERVICES", "-n", "-v"], "KUBE-NODE-PORT"),
+            (
+                &["iptables", "-t", "nat", "-L", "KUBE-SERVICES", "-n", "-v"],
+                "KUBE-NODE-PORT",
+            ),
             (&["ip", "addr", "show", "kube-ipvs0"], "10.96.123.45/32"),
         ],
     )

@@ -55,11 +55,21 @@ impl Proxier for Mutated {
 }
 
 fn drop_postrouting_masquerade(p: &mut Programming) {
-    let nat = p.iptables.get_mut(&Table::Nat).expect("the proxier writes nat");
+    let nat = p
+        .iptables
+        .get_mut(&Table::Nat)
+        .expect("the proxier writes nat");
     let before = nat.rules.len();
-    nat.rules
-        .retain(|r| !(r.starts_with("-A KUBE-POSTROUTING") && r.contains("-j MASQUERADE") && !r.contains("KUBE-LOOP-BACK")));
-    assert_eq!(before - 1, nat.rules.len(), "exactly the service MASQUERADE rule was removed");
+    nat.rules.retain(|r| {
+        !(r.starts_with("-A KUBE-POSTROUTING")
+            && r.contains("-j MASQUERADE")
+            && !r.contains("KUBE-LOOP-BACK"))
+    });
+    assert_eq!(
+        before - 1,
+        nat.rules.len(),
+        "exactly the service MASQUERADE rule was removed"
+    );
 }
 
 async fn violations(proxier: &dyn Proxier) -> Vec<String> {
@@ -74,7 +84,11 @@ async fn violations(proxier: &dyn Proxier) -> Vec<String> {
 async fn needs_ipvs_removing_the_postrouting_masquerade_rule_is_caught() {
     require_ipvs();
     let intact = builtin("kube-proxy-ipvs").unwrap();
-    assert_eq!(violations(intact.as_ref()).await, Vec::<String>::new(), "the intact programming conforms");
+    assert_eq!(
+        violations(intact.as_ref()).await,
+        Vec::<String>::new(),
+        "the intact programming conforms"
+    );
 
     let broken = Mutated {
         inner: builtin("kube-proxy-ipvs").unwrap(),
@@ -84,7 +98,8 @@ async fn needs_ipvs_removing_the_postrouting_masquerade_rule_is_caught() {
     assert!(
         found
             .iter()
-            .any(|v| v.contains("probe `external-to-nodeport`") && v.contains("expected source Masqueraded")),
+            .any(|v| v.contains("probe `external-to-nodeport`")
+                && v.contains("expected source Masqueraded")),
         "the missing MASQUERADE shows up as a source-masquerade violation, got: {found:#?}"
     );
 }
@@ -92,14 +107,20 @@ async fn needs_ipvs_removing_the_postrouting_masquerade_rule_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_the_postrouting_masquerade_rule_is_caught_in_iptables_mode_too() {
     let intact = builtin("kube-proxy-iptables").unwrap();
-    assert_eq!(violations(intact.as_ref()).await, Vec::<String>::new(), "the intact programming conforms");
+    assert_eq!(
+        violations(intact.as_ref()).await,
+        Vec::<String>::new(),
+        "the intact programming conforms"
+    );
     let broken = Mutated {
         inner: builtin("kube-proxy-iptables").unwrap(),
         mutate: drop_postrouting_masquerade,
     };
     let found = violations(&broken).await;
     assert!(
-        found.iter().any(|v| v.contains("expected source Masqueraded")),
+        found
+            .iter()
+            .any(|v| v.contains("expected source Masqueraded")),
         "got: {found:#?}"
     );
 }

@@ -58,7 +58,10 @@ async fn crafted_tcp_syn_is_delivered_untranslated_and_answered() {
     let shot = &obs.shots[0];
     assert_eq!(shot.verdict, Verdict::Delivered, "{obs:#?}");
     assert_eq!(shot.backend.as_deref(), Some("b1"));
-    assert_eq!(shot.backend_saw.as_deref(), Some("10.244.1.10:20000 -> 10.244.2.10:8080"));
+    assert_eq!(
+        shot.backend_saw.as_deref(),
+        Some("10.244.1.10:20000 -> 10.244.2.10:8080")
+    );
     assert_eq!(shot.source.as_deref(), Some("preserved"));
     assert_eq!(shot.reply.as_deref(), Some("from 10.244.2.10:8080"));
 }
@@ -67,13 +70,20 @@ async fn crafted_tcp_syn_is_delivered_untranslated_and_answered() {
 async fn crafted_udp_datagram_is_echoed() {
     let obs = observe("udp-direct").await;
     assert_eq!(obs.shots[0].verdict, Verdict::Delivered, "{obs:#?}");
-    assert_eq!(obs.shots[0].backend_saw.as_deref(), Some("10.244.1.10:21000 -> 10.244.2.10:5353"));
+    assert_eq!(
+        obs.shots[0].backend_saw.as_deref(),
+        Some("10.244.1.10:21000 -> 10.244.2.10:5353")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_port_without_listener_is_refused_by_the_backend() {
     let obs = observe("no-listener").await;
-    assert_eq!(obs.shots[0].verdict, Verdict::DeliveredRefusedByBackend, "{obs:#?}");
+    assert_eq!(
+        obs.shots[0].verdict,
+        Verdict::DeliveredRefusedByBackend,
+        "{obs:#?}"
+    );
     assert_eq!(obs.shots[0].reply.as_deref(), Some("tcp-reset"));
 }
 
@@ -98,14 +108,26 @@ async fn socket_probes_report_what_the_backend_saw() {
 async fn external_client_enters_through_the_named_node() {
     let obs = observe("external-to-pod").await;
     assert_eq!(obs.shots[0].verdict, Verdict::Delivered, "{obs:#?}");
-    assert_eq!(obs.shots[0].backend_saw.as_deref(), Some("192.168.1.100:26000 -> 10.244.2.10:8080"));
+    assert_eq!(
+        obs.shots[0].backend_saw.as_deref(),
+        Some("192.168.1.100:26000 -> 10.244.2.10:8080")
+    );
 }
 
 #[test]
 fn probe_sequence_numbers_are_stable_and_distinct() {
-    assert_eq!(probe::sequence_number("a", 0), probe::sequence_number("a", 0));
-    assert_ne!(probe::sequence_number("a", 0), probe::sequence_number("a", 1));
-    assert_ne!(probe::sequence_number("a", 0), probe::sequence_number("b", 0));
+    assert_eq!(
+        probe::sequence_number("a", 0),
+        probe::sequence_number("a", 0)
+    );
+    assert_ne!(
+        probe::sequence_number("a", 0),
+        probe::sequence_number("a", 1)
+    );
+    assert_ne!(
+        probe::sequence_number("a", 0),
+        probe::sequence_number("b", 0)
+    );
     let p = ProbePacket {
         protocol: Protocol::Tcp,
         src_mac: [2, 0, 0, 0, 0, 1],

@@ -331,3 +331,16 @@ fn scenarios_built_in_code_validate_without_line_numbers() {
         "rke2-ipvs-node: topology.pods[0].node: unknown node `node-x`"
     );
 }
+
+/// The README's scenario table is generated from the files; a stale one fails here.
+#[test]
+fn readme_scenario_table_is_current() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    let table = kpct::docs::scenario_table(&repo).unwrap();
+    let expected = kpct::docs::splice(&readme, &table).unwrap();
+    assert!(
+        readme == expected,
+        "README.md's scenario table is stale: run `cargo run -p kpct -- scenario-table --write README.md`"
+    );
+}

@@ -13,7 +13,11 @@ fn run(path: PathBuf, proxier_name: &str) {
     let proxier = kpct::proxier::builtin(proxier_name).expect("a built-in proxier");
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let run = runtime
-        .block_on(kpct::run::run_scenario(&scenario, proxier.as_ref(), probe_timeout()))
+        .block_on(kpct::run::run_scenario(
+            &scenario,
+            proxier.as_ref(),
+            probe_timeout(),
+        ))
         .unwrap_or_else(|e| panic!("{} against {proxier_name}: {e:#}", path.display()));
     let yaml = run.observation.to_yaml().expect("observation renders");
     assert!(

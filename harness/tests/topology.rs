@@ -52,7 +52,9 @@ async fn pod_to_pod_across_nodes_goes_over_vxlan_and_replies() {
     server.set_read_timeout(Some(WAIT)).unwrap();
     client.set_read_timeout(Some(WAIT)).unwrap();
 
-    client.send_to(b"probe", SocketAddrV4::new(b1.ip, 8080)).unwrap();
+    client
+        .send_to(b"probe", SocketAddrV4::new(b1.ip, 8080))
+        .unwrap();
     let expected = Flow {
         protocol: 17,
         src: a1.ip,
@@ -64,31 +66,51 @@ async fn pod_to_pod_across_nodes_goes_over_vxlan_and_replies() {
     let encapsulated = on_node_b_underlay
         .wait_for(WAIT, |f| f.vxlan_inner_flow(VXLAN_PORT) == Some(expected))
         .unwrap();
-    let encapsulated = encapsulated.expect("the packet crossed the underlay inside VXLAN (UDP 8472)");
+    let encapsulated =
+        encapsulated.expect("the packet crossed the underlay inside VXLAN (UDP 8472)");
     let outer = encapsulated.flow().unwrap();
     assert_eq!(
         (outer.src, outer.dst, outer.dport),
-        (Ipv4Addr::new(192, 168, 1, 10), Ipv4Addr::new(192, 168, 1, 11), VXLAN_PORT),
+        (
+            Ipv4Addr::new(192, 168, 1, 10),
+            Ipv4Addr::new(192, 168, 1, 11),
+            VXLAN_PORT
+        ),
         "outer header goes node-a -> node-b on the VXLAN port"
     );
     let delivered = on_b1_veth
         .wait_for(WAIT, |f| f.flow() == Some(expected))
         .unwrap();
-    assert!(delivered.is_some(), "the packet was observed on b1's veth with addresses untouched");
+    assert!(
+        delivered.is_some(),
+        "the packet was observed on b1's veth with addresses untouched"
+    );
 
     let mut buf = [0u8; 64];
-    let (n, from) = server.recv_from(&mut buf).expect("b1 received the datagram");
-    assert_eq!((&buf[..n], from), (&b"probe"[..], SocketAddrV4::new(a1.ip, 40000).into()));
+    let (n, from) = server
+        .recv_from(&mut buf)
+        .expect("b1 received the datagram");
+    assert_eq!(
+        (&buf[..n], from),
+        (&b"probe"[..], SocketAddrV4::new(a1.ip, 40000).into())
+    );
     server.send_to(b"reply", from).unwrap();
     let (n, from) = client.recv_from(&mut buf).expect("a1 received the reply");
-    assert_eq!((&buf[..n], from), (&b"reply"[..], SocketAddrV4::new(b1.ip, 8080).into()));
+    assert_eq!(
+        (&buf[..n], from),
+        (&b"reply"[..], SocketAddrV4::new(b1.ip, 8080).into())
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_bytes_on_the_wire_every_build() {
     let first = Topology::build(&scenario()).await.unwrap();
     let second = Topology::build(&scenario()).await.unwrap();
-    assert_ne!(first.prefix(), second.prefix(), "each build has its own namespace prefix");
+    assert_ne!(
+        first.prefix(),
+        second.prefix(),
+        "each build has its own namespace prefix"
+    );
     for (a, b) in first.pods().iter().zip(second.pods()) {
         assert_eq!((a.mac, &a.host_veth, a.ip), (b.mac, &b.host_veth, b.ip));
     }
@@ -197,6 +219,12 @@ async fn root_namespace_is_never_modified() {
     let during = root_namespace_state();
     topo.teardown();
     let after = root_namespace_state();
-    assert_eq!(before, during, "building a topology changed the root namespace");
-    assert_eq!(before, after, "tearing down a topology changed the root namespace");
+    assert_eq!(
+        before, during,
+        "building a topology changed the root namespace"
+    );
+    assert_eq!(
+        before, after,
+        "tearing down a topology changed the root namespace"
+    );
 }

@@ -40,7 +40,11 @@ pub enum Source {
         next_hop_mac: [u8; 6],
     },
     /// A real socket in a node's namespace, bound to `ip` (node IP or 127.0.0.1).
-    Socket { label: String, node: String, ip: Ipv4Addr },
+    Socket {
+        label: String,
+        node: String,
+        ip: Ipv4Addr,
+    },
 }
 
 impl Source {
@@ -101,10 +105,15 @@ fn find_port<'a>(ports: &'a [ServicePort], wanted: Option<&TargetPort>) -> Resul
 }
 
 /// (protocol, destination IP, destination port, node to enter through).
-fn destination(scenario: &Scenario, probe: &Probe) -> Result<(Protocol, Ipv4Addr, u16, Option<String>)> {
+fn destination(
+    scenario: &Scenario,
+    probe: &Probe,
+) -> Result<(Protocol, Ipv4Addr, u16, Option<String>)> {
     let to = &probe.to;
     if let Some(ip) = to.ip {
-        let dport = to.dport.ok_or_else(|| anyhow!("`to.ip` needs `to.dport`"))?;
+        let dport = to
+            .dport
+            .ok_or_else(|| anyhow!("`to.ip` needs `to.dport`"))?;
         let node = to.node.clone().or_else(|| {
             scenario
                 .topology
@@ -210,7 +219,9 @@ fn source(
             .find(|n| n.ip == dst)
             .map(|n| n.name.as_str())
             .or(via_node)
-            .ok_or_else(|| anyhow!("cannot tell which node an external packet to {dst} enters; set `to.node`"))?;
+            .ok_or_else(|| {
+                anyhow!("cannot tell which node an external packet to {dst} enters; set `to.node`")
+            })?;
         return Ok(Source::Crafted {
             label: format!("external {}", ext.name),
             ns_name: ext.netns.name().to_string(),
@@ -361,9 +372,10 @@ impl<'t> Captures<'t> {
                     scope.spawn(move || watch_pod(pod, cap, packet, deadline, answered, arrived))
                 })
                 .collect();
-            let answer = at_source.wait_for(deadline.saturating_duration_since(Instant::now()), |f| {
-                packet.answer(f).is_some()
-            })?;
+            let answer = at_source
+                .wait_for(deadline.saturating_duration_since(Instant::now()), |f| {
+                    packet.answer(f).is_some()
+                })?;
             answered.store(true, Ordering::SeqCst);
             let mut delivered = None;
             for w in pod_watchers {
@@ -400,7 +412,9 @@ fn watch_pod(
         let slice = if settled {
             Duration::from_millis(1)
         } else {
-            deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(10))
+            deadline
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(10))
         };
         match cap.wait_for(slice, |f| packet.is_forward(f, pod.mac))? {
             Some(frame) => {
@@ -417,7 +431,13 @@ fn watch_pod(
     Ok(None)
 }
 
-fn fire_socket(ns: &Netns, protocol: Protocol, local: SocketAddrV4, remote: SocketAddrV4, timeout: Duration) -> Result<Shot> {
+fn fire_socket(
+    ns: &Netns,
+    protocol: Protocol,
+    local: SocketAddrV4,
+    remote: SocketAddrV4,
+    timeout: Duration,
+) -> Result<Shot> {
     let outcome = ns.run(move || -> std::io::Result<String> {
         use std::io::{Read, Write};
         match protocol {
@@ -454,7 +474,9 @@ fn fire_socket(ns: &Netns, protocol: Protocol, local: SocketAddrV4, remote: Sock
                 let (n, _) = s.recv_from(&mut buf)?;
                 Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
             }
-            Protocol::Sctp => Err(std::io::Error::other("SCTP socket probes are not supported")),
+            Protocol::Sctp => Err(std::io::Error::other(
+                "SCTP socket probes are not supported",
+            )),
         }
     })?;
     Ok(match outcome {
@@ -479,7 +501,9 @@ fn socket_error_kind(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::ConnectionRefused => "refused".into(),
         std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => "timeout".into(),
-        std::io::ErrorKind::HostUnreachable | std::io::ErrorKind::NetworkUnreachable => "unreachable".into(),
+        std::io::ErrorKind::HostUnreachable | std::io::ErrorKind::NetworkUnreachable => {
+            "unreachable".into()
+        }
         _ => format!("error: {e}"),
     }
 }

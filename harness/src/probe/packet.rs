@@ -129,7 +129,10 @@ impl ProbePacket {
         // The answer travels back to the client's own ip:port carrying the same UDP marker;
         // that is the return path, not a delivery (even when the client is also a backend).
         let l4 = ip.payload();
-        let dport = u16::from_be_bytes([l4.get(2).copied().unwrap_or(0), l4.get(3).copied().unwrap_or(0)]);
+        let dport = u16::from_be_bytes([
+            l4.get(2).copied().unwrap_or(0),
+            l4.get(3).copied().unwrap_or(0),
+        ]);
         if ip.get_destination() == self.src && dport == self.sport {
             return false;
         }
@@ -156,7 +159,9 @@ impl ProbePacket {
         match ip.get_next_level_protocol() {
             IpNextHeaderProtocols::Tcp if self.protocol == Protocol::Tcp => {
                 let t = TcpPacket::new(ip.payload())?;
-                if t.get_destination() != self.sport || t.get_acknowledgement() != self.seq.wrapping_add(1) {
+                if t.get_destination() != self.sport
+                    || t.get_acknowledgement() != self.seq.wrapping_add(1)
+                {
                     return None;
                 }
                 let flags = t.get_flags();
@@ -173,12 +178,11 @@ impl ProbePacket {
             }
             IpNextHeaderProtocols::Udp if self.protocol == Protocol::Udp => {
                 let u = UdpPacket::new(ip.payload())?;
-                (u.get_destination() == self.sport && u.payload() == self.udp_payload().as_slice()).then_some(
-                    Answer::Reply {
+                (u.get_destination() == self.sport && u.payload() == self.udp_payload().as_slice())
+                    .then_some(Answer::Reply {
                         from: ip.get_source(),
                         sport: u.get_source(),
-                    },
-                )
+                    })
             }
             IpNextHeaderProtocols::Icmp => {
                 let icmp = IcmpPacket::new(ip.payload())?;
@@ -189,10 +193,12 @@ impl ProbePacket {
                 let inner = Ipv4Packet::new(icmp.payload().get(4..)?)?;
                 let ports = inner.payload();
                 let inner_sport = u16::from_be_bytes([*ports.first()?, *ports.get(1)?]);
-                (inner.get_source() == self.src && inner_sport == self.sport).then_some(Answer::Unreachable {
-                    from: ip.get_source(),
-                    code: icmp.get_icmp_code().0,
-                })
+                (inner.get_source() == self.src && inner_sport == self.sport).then_some(
+                    Answer::Unreachable {
+                        from: ip.get_source(),
+                        code: icmp.get_icmp_code().0,
+                    },
+                )
             }
             _ => None,
         }
@@ -250,11 +256,17 @@ mod tests {
         let ip = Ipv4Packet::new(&f[ETH_LEN..]).unwrap();
         assert_eq!(ip.get_checksum(), ipv4::checksum(&ip));
         let t = TcpPacket::new(ip.payload()).unwrap();
-        assert_eq!(t.get_checksum(), tcp::ipv4_checksum(&t, &ip.get_source(), &ip.get_destination()));
+        assert_eq!(
+            t.get_checksum(),
+            tcp::ipv4_checksum(&t, &ip.get_source(), &ip.get_destination())
+        );
         let f = probe(Protocol::Udp).frame();
         let ip = Ipv4Packet::new(&f[ETH_LEN..]).unwrap();
         let u = UdpPacket::new(ip.payload()).unwrap();
-        assert_eq!(u.get_checksum(), udp::ipv4_checksum(&u, &ip.get_source(), &ip.get_destination()));
+        assert_eq!(
+            u.get_checksum(),
+            udp::ipv4_checksum(&u, &ip.get_source(), &ip.get_destination())
+        );
     }
 
     #[test]
@@ -271,6 +283,11 @@ mod tests {
         assert!(!p.is_forward(&frame, [2, 0, 0, 0, 0, 8]), "other MAC");
         let mut other = translated.clone();
         other.seq += 1;
-        assert!(!p.is_forward(&Frame { bytes: other.frame() }, [2, 0, 0, 0, 0, 9]));
+        assert!(!p.is_forward(
+            &Frame {
+                bytes: other.frame()
+            },
+            [2, 0, 0, 0, 0, 9]
+        ));
     }
 }

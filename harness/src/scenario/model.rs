@@ -184,7 +184,9 @@ fn default_namespace() -> String {
     "default".into()
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 pub enum Protocol {
     #[default]
     #[serde(rename = "TCP")]

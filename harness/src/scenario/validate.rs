@@ -4,9 +4,8 @@
 //! is fixed in one round.
 
 use super::model::{
-    Expectation,
-    EndpointSlice, Ipv4Cidr, OutcomeExpectation, Pod, Probe, ProbeTarget, Protocol, Scenario,
-    Service, ServicePort, ServiceType, SessionAffinity, TargetPort, TrafficPolicy, Via,
+    EndpointSlice, Expectation, Ipv4Cidr, OutcomeExpectation, Pod, Probe, ProbeTarget, Protocol,
+    Scenario, Service, ServicePort, ServiceType, SessionAffinity, TargetPort, TrafficPolicy, Via,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -1066,7 +1065,10 @@ impl<'a> Checker<'a> {
         } else if first.saturating_add(probe.repeat.saturating_sub(1)) > 65535 {
             self.err(
                 path.key("repeat"),
-                format!("sourcePort {first} + repeat {} runs past port 65535", probe.repeat),
+                format!(
+                    "sourcePort {first} + repeat {} runs past port 65535",
+                    probe.repeat
+                ),
             );
         }
     }

@@ -89,7 +89,10 @@ impl NetlinkNs {
             .execute()
             .await
             .with_context(|| {
-                self.ctx(&format!("creating veth {local} <-> {peer} (in {})", peer_ns.name()))
+                self.ctx(&format!(
+                    "creating veth {local} <-> {peer} (in {})",
+                    peer_ns.name()
+                ))
             })
     }
 
@@ -108,7 +111,11 @@ impl NetlinkNs {
         let bridge_index = self.index_of(bridge).await?;
         self.handle
             .link()
-            .set(LinkUnspec::new_with_index(port_index).controller(bridge_index).build())
+            .set(
+                LinkUnspec::new_with_index(port_index)
+                    .controller(bridge_index)
+                    .build(),
+            )
             .execute()
             .await
             .with_context(|| self.ctx(&format!("attaching {port} to {bridge}")))
@@ -151,7 +158,9 @@ impl NetlinkNs {
     }
 
     pub async fn add_default_route(&self, gateway: Ipv4Addr) -> Result<()> {
-        let msg = RouteMessageBuilder::<Ipv4Addr>::new().gateway(gateway).build();
+        let msg = RouteMessageBuilder::<Ipv4Addr>::new()
+            .gateway(gateway)
+            .build();
         self.handle
             .route()
             .add(msg)
@@ -180,7 +189,11 @@ impl NetlinkNs {
             .add(msg)
             .execute()
             .await
-            .with_context(|| self.ctx(&format!("adding route {dst}/{prefix_len} via {gateway} dev {dev} onlink")))
+            .with_context(|| {
+                self.ctx(&format!(
+                    "adding route {dst}/{prefix_len} via {gateway} dev {dev} onlink"
+                ))
+            })
     }
 
     /// `ip neigh add IP lladdr MAC dev DEV nud permanent`.
@@ -216,7 +229,11 @@ impl NetlinkNs {
     pub async fn links(&self) -> Result<Vec<(String, Option<Vec<u8>>)>> {
         let mut out = Vec::new();
         let mut stream = self.handle.link().get().execute();
-        while let Some(msg) = stream.try_next().await.with_context(|| self.ctx("listing links"))? {
+        while let Some(msg) = stream
+            .try_next()
+            .await
+            .with_context(|| self.ctx("listing links"))?
+        {
             let mut name = None;
             let mut mac = None;
             for attr in msg.attributes {

@@ -256,7 +256,12 @@ fn nth_or_network(cidr: Ipv4Cidr, n: u32) -> Ipv4Addr {
     cidr.nth(n).unwrap_or_else(|| cidr.network())
 }
 
-async fn build_node(fabric: &NetlinkNs, index: usize, node: &NodeNs, underlay: Ipv4Cidr) -> Result<()> {
+async fn build_node(
+    fabric: &NetlinkNs,
+    index: usize,
+    node: &NodeNs,
+    underlay: Ipv4Cidr,
+) -> Result<()> {
     let port = fabric_port_for_node(index);
     fabric
         .add_veth(
@@ -272,17 +277,28 @@ async fn build_node(fabric: &NetlinkNs, index: usize, node: &NodeNs, underlay: I
 
     let nl = NetlinkNs::open(&node.netns)?;
     nl.set_up("lo").await?;
-    nl.add_address(UNDERLAY_IF, node.ip, underlay.prefix_len).await?;
+    nl.add_address(UNDERLAY_IF, node.ip, underlay.prefix_len)
+        .await?;
     nl.set_up(UNDERLAY_IF).await?;
 
-    nl.add_bridge(BRIDGE_IF, mac_for(&format!("node/{}/{BRIDGE_IF}", node.name)))
-        .await?;
+    nl.add_bridge(
+        BRIDGE_IF,
+        mac_for(&format!("node/{}/{BRIDGE_IF}", node.name)),
+    )
+    .await?;
     nl.add_address(BRIDGE_IF, node.gateway_ip(), node.pod_cidr.prefix_len)
         .await?;
     nl.set_up(BRIDGE_IF).await?;
 
-    nl.add_vxlan(VXLAN_IF, node.vtep_mac, VXLAN_VNI, node.ip, UNDERLAY_IF, VXLAN_PORT)
-        .await?;
+    nl.add_vxlan(
+        VXLAN_IF,
+        node.vtep_mac,
+        VXLAN_VNI,
+        node.ip,
+        UNDERLAY_IF,
+        VXLAN_PORT,
+    )
+    .await?;
     nl.add_address(VXLAN_IF, node.vtep_ip(), 32).await?;
     nl.set_up(VXLAN_IF).await?;
 
@@ -293,7 +309,10 @@ async fn build_node(fabric: &NetlinkNs, index: usize, node: &NodeNs, underlay: I
     // kubeadm's preflight requires bridged traffic to pass iptables; without it, a reply from a
     // pod to a client on the same bridge skips service reverse-NAT. `caps` reports when the
     // kernel lacks it (then same-node service probes show untranslated replies).
-    if node.netns.run(|| std::path::Path::new(BRIDGE_NF_CALL_IPTABLES).exists())? {
+    if node
+        .netns
+        .run(|| std::path::Path::new(BRIDGE_NF_CALL_IPTABLES).exists())?
+    {
         node.netns
             .set_sysctl("net.bridge.bridge-nf-call-iptables", "1")
             .with_context(|| format!("enabling bridge-nf-call-iptables on node {}", node.name))?;
@@ -305,7 +324,8 @@ async fn build_node(fabric: &NetlinkNs, index: usize, node: &NodeNs, underlay: I
 async fn wire_overlay(node: &NodeNs, all: &[NodeNs]) -> Result<()> {
     let nl = NetlinkNs::open(&node.netns)?;
     for peer in all.iter().filter(|p| p.name != node.name) {
-        nl.add_neighbour(VXLAN_IF, peer.vtep_ip(), peer.vtep_mac).await?;
+        nl.add_neighbour(VXLAN_IF, peer.vtep_ip(), peer.vtep_mac)
+            .await?;
         nl.add_fdb(VXLAN_IF, peer.vtep_mac, peer.ip).await?;
         nl.add_onlink_route(
             peer.pod_cidr.network(),
@@ -320,7 +340,13 @@ async fn wire_overlay(node: &NodeNs, all: &[NodeNs]) -> Result<()> {
 
 async fn build_pod(node: &NodeNs, pod: &PodNs) -> Result<()> {
     if !node.pod_cidr.contains(pod.ip) {
-        bail!("pod {} address {} is outside node {}'s podCIDR {}", pod.name, pod.ip, node.name, node.pod_cidr);
+        bail!(
+            "pod {} address {} is outside node {}'s podCIDR {}",
+            pod.name,
+            pod.ip,
+            node.name,
+            node.pod_cidr
+        );
     }
     let node_nl = NetlinkNs::open(&node.netns)?;
     node_nl
@@ -337,7 +363,8 @@ async fn build_pod(node: &NodeNs, pod: &PodNs) -> Result<()> {
 
     let nl = NetlinkNs::open(&pod.netns)?;
     nl.set_up("lo").await?;
-    nl.add_address(POD_IF, pod.ip, node.pod_cidr.prefix_len).await?;
+    nl.add_address(POD_IF, pod.ip, node.pod_cidr.prefix_len)
+        .await?;
     nl.set_up(POD_IF).await?;
     nl.add_default_route(node.gateway_ip()).await
 }
@@ -345,7 +372,13 @@ async fn build_pod(node: &NodeNs, pod: &PodNs) -> Result<()> {
 async fn build_external(fabric: &NetlinkNs, ext: &ExternalNs, underlay: Ipv4Cidr) -> Result<()> {
     let port = fabric_port_for_external();
     fabric
-        .add_veth(&port, mac_for(&format!("fabric/{port}")), "eth0", ext.mac, &ext.netns)
+        .add_veth(
+            &port,
+            mac_for(&format!("fabric/{port}")),
+            "eth0",
+            ext.mac,
+            &ext.netns,
+        )
         .await?;
     fabric.enslave(&port, FABRIC_BRIDGE).await?;
     fabric.set_up(&port).await?;

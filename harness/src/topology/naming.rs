@@ -32,7 +32,10 @@ impl RunPrefix {
 
     /// The fixed prefix of a lab: stable, so `ip netns exec` commands can be written down.
     pub fn lab(scenario: &str) -> RunPrefix {
-        RunPrefix(format!("{SUITE_PREFIX}{}{scenario}-", crate::netns::LAB_PREFIX))
+        RunPrefix(format!(
+            "{SUITE_PREFIX}{}{scenario}-",
+            crate::netns::LAB_PREFIX
+        ))
     }
 
     pub fn as_str(&self) -> &str {
@@ -108,7 +111,9 @@ mod tests {
         let a = RunPrefix::next();
         let b = RunPrefix::next();
         assert_ne!(a, b);
-        assert!(a.as_str().starts_with(&format!("kpct-{}-", std::process::id())));
+        assert!(a
+            .as_str()
+            .starts_with(&format!("kpct-{}-", std::process::id())));
         assert!(fabric_port_for_node(12).len() <= 15);
     }
 }
