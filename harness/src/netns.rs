@@ -20,6 +20,19 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
+/// A command run inside a namespace could not be started or exited non-zero.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{command}` in namespace {namespace} {outcome}: {stderr}")]
+pub struct CommandError {
+    /// Program and arguments.
+    pub command: String,
+    pub namespace: String,
+    /// `failed (exit status: 2)`, `could not be started`, …
+    pub outcome: String,
+    /// Trimmed stderr (or the reason it could not start).
+    pub stderr: String,
+}
+
 /// Where iproute2 keeps named namespaces.
 pub const NETNS_DIR: &str = "/run/netns";
 
@@ -148,7 +161,7 @@ impl Netns {
 
     /// Runs a command inside the namespace, failing with its stderr if it exits non-zero.
     pub fn exec(&self, program: &str, args: &[&str]) -> Result<String> {
-        self.exec_with_stdin(program, args, None)
+        Ok(self.output_of(program, args, None)?)
     }
 
     /// Like [`Netns::exec`], feeding `stdin` to the command.
@@ -158,9 +171,32 @@ impl Netns {
         args: &[&str],
         stdin: Option<&str>,
     ) -> Result<String> {
+        Ok(self.output_of(program, args, stdin)?)
+    }
+
+    /// Runs `program args` inside the namespace, feeding `stdin`; returns stdout, or a
+    /// [`CommandError`] carrying the trimmed stderr (which restore tools blame lines in).
+    pub fn output_of(
+        &self,
+        program: &str,
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> Result<String, CommandError> {
         use std::io::Write;
         use std::process::Stdio;
-        let mut cmd = self.command(program)?;
+        let command = std::iter::once(program)
+            .chain(args.iter().copied())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let failed = |outcome: String, stderr: String| CommandError {
+            command: command.clone(),
+            namespace: self.name.clone(),
+            outcome,
+            stderr,
+        };
+        let mut cmd = self
+            .command(program)
+            .map_err(|e| failed("could not be prepared".into(), format!("{e:#}")))?;
         cmd.args(args)
             .stdin(if stdin.is_some() {
                 Stdio::piped()
@@ -169,27 +205,22 @@ impl Netns {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = cmd.spawn().with_context(|| {
-            format!(
-                "starting `{program}` in namespace {} (is it installed?)",
-                self.name
+        let mut child = cmd.spawn().map_err(|e| {
+            failed(
+                "could not be started".into(),
+                format!("{e} (is it installed?)"),
             )
         })?;
         if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-            pipe.write_all(input.as_bytes())
-                .with_context(|| format!("writing stdin of `{program}`"))?;
+            // A tool that fails early closes its stdin; its exit status and stderr say why.
+            let _ = pipe.write_all(input.as_bytes());
         }
         let out = child
             .wait_with_output()
-            .with_context(|| format!("waiting for `{program}`"))?;
+            .map_err(|e| failed("could not be waited for".into(), e.to_string()))?;
         if !out.status.success() {
-            bail!(
-                "`{program} {}` in namespace {} failed ({}): {}",
-                args.join(" "),
-                self.name,
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
+            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            return Err(failed(format!("failed ({})", out.status), stderr));
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }

@@ -2,8 +2,6 @@
 //! their stderr, which the applier parses for the failing input line.
 
 use crate::netns::Netns;
-use std::io::Write;
-use std::process::Stdio;
 
 /// Which iptables flavour writes the rules. kube-proxy uses whichever the node uses; nf_tables
 /// is the default of every current distribution.
@@ -38,16 +36,7 @@ impl IptablesBackend {
 }
 
 /// A tool that could not be started or exited non-zero.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{command}` {outcome}: {stderr}")]
-pub struct ToolError {
-    /// Program and arguments.
-    pub command: String,
-    /// `exited with status 2`, `could not be started (...)`.
-    pub outcome: String,
-    /// Trimmed stderr (or the start error).
-    pub stderr: String,
-}
+pub use crate::netns::CommandError as ToolError;
 
 /// Runs `program args` inside `ns`, feeding `stdin`, returning stdout.
 pub fn run(
@@ -56,44 +45,7 @@ pub fn run(
     args: &[&str],
     stdin: Option<&str>,
 ) -> Result<String, ToolError> {
-    let command = std::iter::once(program)
-        .chain(args.iter().copied())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let failed = |outcome: String, stderr: String| ToolError {
-        command: command.clone(),
-        outcome,
-        stderr,
-    };
-    let mut cmd = ns
-        .command(program)
-        .map_err(|e| failed("could not be prepared".into(), format!("{e:#}")))?;
-    cmd.args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| {
-        failed(
-            "could not be started".into(),
-            format!("{e} (is it installed?)"),
-        )
-    })?;
-    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        // A tool that fails early closes its stdin; its exit status and stderr say why.
-        let _ = pipe.write_all(input.as_bytes());
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| failed("could not be waited for".into(), e.to_string()))?;
-    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    if !out.status.success() {
-        return Err(failed(format!("failed ({})", out.status), stderr));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    ns.output_of(program, args, stdin)
 }
 
 /// The 1-based input line a restore tool blamed: iptables-restore's `Error occurred at line: N`
