@@ -228,3 +228,22 @@ async fn root_namespace_is_never_modified() {
         "tearing down a topology changed the root namespace"
     );
 }
+
+/// flannel's CNI config sets `hairpinMode: true`: without it a pod cannot reach itself through
+/// its own Service (the DNATed packet must leave the bridge port it came in on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_ports_have_hairpin_mode_like_flannel() {
+    let topo = Topology::build(&scenario()).await.unwrap();
+    for node in topo.nodes() {
+        let links = node.netns.exec("bridge", &["-d", "link", "show"]).unwrap();
+        for pod in topo.pods().iter().filter(|p| p.node == node.name) {
+            let line = links
+                .lines()
+                .skip_while(|l| !l.contains(&format!("{}@", pod.host_veth)))
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(line.contains("hairpin on"), "{} on {}: {line}", pod.host_veth, node.name);
+        }
+    }
+}

@@ -121,6 +121,25 @@ impl NetlinkNs {
             .with_context(|| self.ctx(&format!("attaching {port} to {bridge}")))
     }
 
+    /// Lets the bridge send a frame back out of the port it came in on — what flannel's CNI
+    /// config (`"hairpinMode": true`) does for every pod port, so a pod can reach itself
+    /// through its own Service (the DNATed packet is bridged back by br_netfilter).
+    pub async fn set_hairpin(&self, port: &str) -> Result<()> {
+        use netlink_packet_route::link::{InfoBridgePort, InfoPortData, InfoPortKind};
+        let index = self.index_of(port).await?;
+        let msg = LinkUnspec::new_with_index(index)
+            .set_port_kind(InfoPortKind::Bridge)
+            .set_port_data(InfoPortData::BridgePort(vec![InfoBridgePort::HairpinMode(true)]))
+            .build();
+        // RTM_NEWLINK on the existing link: RTM_SETLINK ignores bridge-port (slave) data.
+        self.handle
+            .link()
+            .change(msg)
+            .execute()
+            .await
+            .with_context(|| self.ctx(&format!("enabling hairpin mode on {port}")))
+    }
+
     /// A flannel-style VXLAN device: no learning (flannel programs FDB and neighbours itself).
     pub async fn add_vxlan(
         &self,

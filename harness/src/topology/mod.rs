@@ -359,6 +359,7 @@ async fn build_pod(node: &NodeNs, pod: &PodNs) -> Result<()> {
         )
         .await?;
     node_nl.enslave(&pod.host_veth, BRIDGE_IF).await?;
+    node_nl.set_hairpin(&pod.host_veth).await?;
     node_nl.set_up(&pod.host_veth).await?;
 
     let nl = NetlinkNs::open(&pod.netns)?;
