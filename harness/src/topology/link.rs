@@ -188,6 +188,24 @@ impl NetlinkNs {
             .with_context(|| self.ctx(&format!("adding default route via {gateway}")))
     }
 
+    /// `ip route add default dev DEV`: a node's uplink. Real nodes have a default route, and a
+    /// node process connecting to a ClusterIP needs one in iptables mode: routing must succeed
+    /// before nat OUTPUT rewrites the destination. The underlay only leads to the suite's own
+    /// fabric namespace, so nothing can leave through it.
+    pub async fn add_default_dev_route(&self, dev: &str) -> Result<()> {
+        let index = self.index_of(dev).await?;
+        let msg = RouteMessageBuilder::<Ipv4Addr>::new()
+            .output_interface(index)
+            .scope(netlink_packet_route::route::RouteScope::Link)
+            .build();
+        self.handle
+            .route()
+            .add(msg)
+            .execute()
+            .await
+            .with_context(|| self.ctx(&format!("adding default route dev {dev}")))
+    }
+
     /// `ip route add DST/LEN via GW dev DEV onlink` — flannel's route to a remote pod CIDR.
     pub async fn add_onlink_route(
         &self,

@@ -280,6 +280,7 @@ async fn build_node(
     nl.add_address(UNDERLAY_IF, node.ip, underlay.prefix_len)
         .await?;
     nl.set_up(UNDERLAY_IF).await?;
+    nl.add_default_dev_route(UNDERLAY_IF).await?;
 
     nl.add_bridge(
         BRIDGE_IF,
