@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 /// already-quiet capture takes, which every probe shot pays once per pod.
 const READ_SLICE: Duration = Duration::from_millis(5);
 
+/// How long past its deadline a wait keeps reading frames that are already queued.
+const DRAIN_GRACE: Duration = Duration::from_millis(100);
+
 /// The L3/L4 identity of an IPv4 packet: what translations change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Flow {
@@ -153,7 +156,9 @@ impl Capture {
         mut pred: impl FnMut(&Frame) -> bool,
     ) -> Result<Option<Frame>> {
         let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
+        // Always read at least once: a drain with a tiny timeout must still see what is already
+        // queued, however late this thread gets scheduled.
+        loop {
             match self.rx.next() {
                 Ok(bytes) => {
                     let frame = Frame {
@@ -162,12 +167,22 @@ impl Capture {
                     if pred(&frame) {
                         return Ok(Some(frame));
                     }
+                    // Unrelated traffic must not keep us here forever; the grace lets a drain
+                    // finish reading what was already queued.
+                    if Instant::now() >= deadline + DRAIN_GRACE {
+                        break;
+                    }
                 }
                 Err(e)
                     if matches!(
                         e.kind(),
                         std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
-                    ) => {}
+                    ) =>
+                {
+                    if Instant::now() >= deadline {
+                        break;
+                    }
+                }
                 Err(e) => return Err(e).with_context(|| format!("reading from {}", self.label)),
             }
         }
