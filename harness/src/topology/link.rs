@@ -129,7 +129,9 @@ impl NetlinkNs {
         let index = self.index_of(port).await?;
         let msg = LinkUnspec::new_with_index(index)
             .set_port_kind(InfoPortKind::Bridge)
-            .set_port_data(InfoPortData::BridgePort(vec![InfoBridgePort::HairpinMode(true)]))
+            .set_port_data(InfoPortData::BridgePort(vec![InfoBridgePort::HairpinMode(
+                true,
+            )]))
             .build();
         // RTM_NEWLINK on the existing link: RTM_SETLINK ignores bridge-port (slave) data.
         self.handle

@@ -100,7 +100,7 @@ impl Topology {
         let mut timings = BuildTimings::default();
 
         let started = Instant::now();
-        let fabric = Netns::create(&prefix.fabric())?;
+        let fabric = create_ns(&prefix.fabric())?;
         let fabric_nl = NetlinkNs::open(&fabric)?;
         fabric_nl.set_up("lo").await?;
         fabric_nl
@@ -112,7 +112,7 @@ impl Topology {
         let mut nodes = Vec::with_capacity(topo.nodes.len());
         for (index, node) in topo.nodes.iter().enumerate() {
             let started = Instant::now();
-            let netns = Netns::create(&prefix.node(&node.name))?;
+            let netns = create_ns(&prefix.node(&node.name))?;
             let built = NodeNs {
                 name: node.name.clone(),
                 ip: node.ip,
@@ -146,7 +146,7 @@ impl Topology {
                 ip: pod.ip,
                 mac: mac_for(&format!("pod/{}/{POD_IF}", pod.name)),
                 host_veth: node_port_for_pod(*slot),
-                netns: Netns::create(&prefix.pod(&pod.name))?,
+                netns: create_ns(&prefix.pod(&pod.name))?,
             };
             *slot += 1;
             build_pod(node, &built).await?;
@@ -161,7 +161,7 @@ impl Topology {
                     name: ext.name.clone(),
                     ip: ext.ip,
                     mac: mac_for(&format!("external/{}/eth0", ext.name)),
-                    netns: Netns::create(&prefix.external(&ext.name))?,
+                    netns: create_ns(&prefix.external(&ext.name))?,
                 };
                 build_external(&fabric_nl, &built, topo.underlay).await?;
                 Some(built)
@@ -252,6 +252,21 @@ impl Topology {
     }
 }
 
+/// Creates a namespace of the topology. IPv6 is off before any link exists: the suite is
+/// IPv4-only, and link-local chatter (MLD reports, duplicate address detection) would put
+/// bytes on the wire that differ from run to run.
+fn create_ns(name: &str) -> Result<Netns> {
+    let ns = Netns::create(name)?;
+    for key in [
+        "net.ipv6.conf.all.disable_ipv6",
+        "net.ipv6.conf.default.disable_ipv6",
+    ] {
+        ns.set_sysctl(key, "1")
+            .with_context(|| format!("disabling IPv6 in {name}"))?;
+    }
+    Ok(ns)
+}
+
 fn nth_or_network(cidr: Ipv4Cidr, n: u32) -> Ipv4Addr {
     cidr.nth(n).unwrap_or_else(|| cidr.network())
 }
@@ -275,6 +290,20 @@ async fn build_node(
     fabric.enslave(&port, FABRIC_BRIDGE).await?;
     fabric.set_up(&port).await?;
 
+    // No ICMP redirects from nodes: a redirect updates the per-peer ICMP rate state
+    // (net/ipv4/route.c ip_rt_send_redirect), so the port-unreachable of a kube-proxy REJECT
+    // for traffic forwarded back out the interface it came in on would be rate-limited away,
+    // hiding the proxier's behaviour behind node routing noise. `default` covers interfaces
+    // created later (cni0, flannel.1, pod veths); eth0 exists already.
+    for key in [
+        "net.ipv4.conf.all.send_redirects",
+        "net.ipv4.conf.default.send_redirects",
+        "net.ipv4.conf.eth0.send_redirects",
+    ] {
+        node.netns
+            .set_sysctl(key, "0")
+            .with_context(|| format!("disabling redirects on node {}", node.name))?;
+    }
     let nl = NetlinkNs::open(&node.netns)?;
     nl.set_up("lo").await?;
     nl.add_address(UNDERLAY_IF, node.ip, underlay.prefix_len)
