@@ -243,7 +243,12 @@ async fn pod_ports_have_hairpin_mode_like_flannel() {
                 .take(3)
                 .collect::<Vec<_>>()
                 .join(" ");
-            assert!(line.contains("hairpin on"), "{} on {}: {line}", pod.host_veth, node.name);
+            assert!(
+                line.contains("hairpin on"),
+                "{} on {}: {line}",
+                pod.host_veth,
+                node.name
+            );
         }
     }
 }
