@@ -84,8 +84,8 @@ fn summarize(node: &NodeNs, p: &Programming) -> NodeSummary {
     }
 }
 
-/// How many endpoints a probe's target could be answered by (an upper bound: every endpoint of
-/// the service port, whatever its conditions or node).
+/// How many endpoints a probe's target could be answered by (an upper bound over nodes and
+/// traffic policies: every usable endpoint of the service port).
 fn candidate_backends(cluster: &ClusterState, probe: &Probe) -> usize {
     let Some(wanted) = probe.to.service.as_deref() else {
         return 1;
@@ -100,7 +100,17 @@ fn candidate_backends(cluster: &ClusterState, probe: &Probe) -> usize {
             Some(TargetPort::Number(n)) => sp.port == *n,
             Some(TargetPort::Name(n)) => sp.port_name == *n,
         })
-        .map(|sp| sp.endpoints.len())
+        .map(|sp| {
+            // Only endpoints a proxier may pick: ready ones, else serving+terminating ones
+            // (pkg/proxy/topology.go). Extra shots at a Service with none would only feed the
+            // kernel's ICMP rate limit and turn REJECTs into apparent drops.
+            let ready = sp.endpoints.iter().filter(|e| e.ready).count();
+            if ready > 0 {
+                ready
+            } else {
+                sp.endpoints.iter().filter(|e| e.serving && e.terminating).count()
+            }
+        })
         .unwrap_or(1)
 }
 
