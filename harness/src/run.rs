@@ -108,7 +108,10 @@ fn candidate_backends(cluster: &ClusterState, probe: &Probe) -> usize {
             if ready > 0 {
                 ready
             } else {
-                sp.endpoints.iter().filter(|e| e.serving && e.terminating).count()
+                sp.endpoints
+                    .iter()
+                    .filter(|e| e.serving && e.terminating)
+                    .count()
             }
         })
         .unwrap_or(1)

@@ -1041,12 +1041,17 @@ impl<'a> Checker<'a> {
 
     fn target_node(&mut self, path: &FieldPath, probe: &Probe, via: Via) {
         match (&probe.to.node, via) {
-            (Some(node), Via::NodePort) => {
+            // nodePort: whose node IP to send to; externalIP / loadBalancer: which node an
+            // external packet enters through (as an upstream router would pick).
+            (Some(node), Via::NodePort | Via::ExternalIP | Via::LoadBalancer) => {
                 if self.node(node).is_none() {
                     self.err(path.key("node"), format!("unknown node `{node}`"));
                 }
             }
-            (Some(_), _) => self.err(path.key("node"), "`node` is only used with `via: nodePort`"),
+            (Some(_), Via::ClusterIP) => self.err(
+                path.key("node"),
+                "`node` is not used with `via: clusterIP` (ClusterIPs are reached from inside the cluster)",
+            ),
             (None, Via::NodePort) if probe.from.node_localhost.is_none() => self.err(
                 path.key("node"),
                 "via nodePort needs `node`: the node whose IP to send to",
