@@ -29,10 +29,10 @@ if [ -z "$vng" ]; then
   exit 2
 fi
 echo "==> $(uname -r) lacks IP_VS: running in a VM with $(basename "$kernel") (TCG; boot takes ~40 s)" >&2
-# Through a pipe: QEMU reopens its stdout by path, which on a regular file starts writing at
-# offset 0 again, over whatever the caller had already written to the same log.
+# Both streams through a pipe: the VM launcher reopens its output by path, which on a regular
+# file truncates it (seen: a CI log whose first half became NUL bytes).
 set +e
 timeout --foreground "${KPCT_VM_TIMEOUT:-1500}" "$vng" --disable-kvm --run "$kernel" \
   --memory "${KPCT_VM_MEMORY:-3G}" --cpus "$(nproc)" "${rw[@]}" \
-  --exec "modprobe -a br_netfilter ip_vs dummy xt_ipvs 2>/dev/null; cd $(printf '%q' "$PWD") && $(printf '%q ' "$@")" </dev/null | cat
+  --exec "modprobe -a br_netfilter ip_vs dummy xt_ipvs 2>/dev/null; cd $(printf '%q' "$PWD") && $(printf '%q ' "$@")" </dev/null 2>&1 | cat
 exit "${PIPESTATUS[0]}"
