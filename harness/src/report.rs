@@ -22,7 +22,10 @@ pub fn table(runs: &[ScenarioRun]) -> String {
             let verdicts: Vec<String> = dedup(shots.iter().map(|s| format!("{:?}", s.verdict)));
             let seen: Vec<String> =
                 dedup(shots.iter().map(|s| match (&s.backend, &s.backend_saw) {
-                    (Some(b), Some(saw)) => format!("{b}: {saw}"),
+                    // One entry per distinct path: each shot has its own source port.
+                    (Some(b), Some(saw)) => {
+                        format!("{b}: {}", saw.replace(&format!(":{} ", s.sport), ":* "))
+                    }
                     _ => s.reply.clone().unwrap_or_else(|| "-".into()),
                 }));
             rows.push([
