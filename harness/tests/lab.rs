@@ -43,9 +43,19 @@ fn in_node(lab: &kpct::lab::Lab, cmd: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Labs outlive their process by design, so a failing assertion must still take this one down.
+struct DownOnDrop(String);
+
+impl Drop for DownOnDrop {
+    fn drop(&mut self) {
+        let _ = kpct::lab::down(&self.0);
+    }
+}
+
 async fn up_check_down(proxier: &str, check: &[(&[&str], &str)]) {
     let name = format!("labtest-{}-{}", std::process::id(), proxier);
     let s = scenario(&name);
+    let _guard = DownOnDrop(name.clone());
     let lab = kpct::lab::up(&s, builtin(proxier).unwrap().as_ref())
         .await
         .unwrap();
