@@ -27,18 +27,7 @@ fn prefix(scenario: &str) -> String {
 
 /// Namespaces of the lab for `scenario` that exist now.
 pub fn existing(scenario: &str) -> Result<Vec<String>> {
-    let prefix = prefix(scenario);
-    let mut names: Vec<String> = match std::fs::read_dir(NETNS_DIR) {
-        Ok(dir) => dir
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with(&prefix))
-            .collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(e).context("listing /run/netns"),
-    };
-    names.sort();
-    Ok(names)
+    existing_all(&prefix(scenario))
 }
 
 /// Builds and programs the lab of `scenario`, leaving it up.
@@ -94,15 +83,19 @@ pub fn list() -> Result<Vec<String>> {
     Ok(labs)
 }
 
+/// Namespaces in /run/netns starting with `prefix`, sorted.
 fn existing_all(prefix: &str) -> Result<Vec<String>> {
-    Ok(match std::fs::read_dir(NETNS_DIR) {
+    let mut names: Vec<String> = match std::fs::read_dir(NETNS_DIR) {
         Ok(dir) => dir
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| n.starts_with(prefix))
             .collect(),
-        Err(_) => Vec::new(),
-    })
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e).context("listing /run/netns"),
+    };
+    names.sort();
+    Ok(names)
 }
 
 /// How to get into the lab, with the troubleshooting commands of the design notes.

@@ -250,15 +250,7 @@ fn run_command(
         .map(|n| proxier_from_spec(n))
         .collect::<Result<Vec<_>>>()?;
     if names.iter().any(|n| n.contains("ipvs")) {
-        let caps = caps::detect()?;
-        if let Some((_, why)) = caps.missing(&[Feature::IpVs]).into_iter().next() {
-            anyhow::bail!(
-                "the IPVS proxier needs IP_VS, which kernel {} lacks ({why}).\n\
-                 Run through `sudo ci/kpct.sh run …`, which uses a VM whose kernel has it, or pick \
-                 `--proxier kube-proxy-iptables`.",
-                caps.kernel
-            );
-        }
+        ensure_ipvs("run it through `sudo ci/kpct.sh run …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
     }
     let files = scenario_files(patterns)?;
     // Every file is validated before anything runs: a typo fails fast, with all its problems.
@@ -328,14 +320,7 @@ fn lab_command(action: LabCommand) -> Result<()> {
             let p = kpct::proxier::builtin(&proxier)
                 .ok_or_else(|| anyhow::anyhow!("unknown proxier `{proxier}`"))?;
             if proxier.contains("ipvs") {
-                let caps = caps::detect()?;
-                if let Some((_, why)) = caps.missing(&[Feature::IpVs]).into_iter().next() {
-                    anyhow::bail!(
-                        "the IPVS proxier needs IP_VS, which kernel {} lacks ({why}); use the Vagrant \
-                         lab (vagrant/), or `--proxier kube-proxy-iptables`",
-                        caps.kernel
-                    );
-                }
+                ensure_ipvs("use the Vagrant lab (vagrant/), or `--proxier kube-proxy-iptables`")?;
             }
             let rt = tokio::runtime::Runtime::new()?;
             let lab = rt.block_on(kpct::lab::up(&s, p.as_ref()))?;
@@ -379,4 +364,16 @@ fn proxier_from_spec(spec: &str) -> Result<Box<dyn kpct::run::NodeProgrammer>> {
                 kpct::proxier::BUILTIN.join(", ")
             )
         })
+}
+
+/// Fails with the reason when the running kernel has no IP_VS; `way_out` says what to do instead.
+fn ensure_ipvs(way_out: &str) -> Result<()> {
+    let caps = caps::detect()?;
+    if let Some((_, why)) = caps.missing(&[Feature::IpVs]).into_iter().next() {
+        anyhow::bail!(
+            "the IPVS proxier needs IP_VS, which kernel {} lacks ({why}); {way_out}",
+            caps.kernel
+        );
+    }
+    Ok(())
 }

@@ -990,33 +990,10 @@ fn large_cluster_mode_drops_endpoint_comments() {
 
 // ---- kernel ---------------------------------------------------------------------------------
 
-/// Deletes the namespace when dropped, including on panic.
-struct NetnsGuard(String);
-
-impl NetnsGuard {
-    fn create(name: &str) -> Self {
-        let status = std::process::Command::new("ip")
-            .args(["netns", "add", name])
-            .status()
-            .unwrap();
-        assert!(status.success(), "ip netns add {name}");
-        Self(name.to_string())
-    }
-}
-
-impl Drop for NetnsGuard {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip")
-            .args(["netns", "del", &self.0])
-            .status();
-    }
-}
-
 /// The rendered programming parses: `iptables-restore --test --noflush` in a throwaway
 /// namespace (never the host's), for a scenario exercising every rule shape.
 #[test]
 fn netns_iptables_restore_accepts_output() {
-    use std::io::Write;
     let mut c = overall_cluster();
     c.service_ports.push(
         etp_local_lb(vec![ep("10.180.1.1"), local_ep("10.180.1.2")])
@@ -1034,41 +1011,20 @@ fn netns_iptables_restore_accepts_output() {
         }));
     let p = program(&c);
     let input = render(&p);
-    let ns = NetnsGuard::create(&format!("kpipt-test-{}", std::process::id()));
+    // Removed on drop, panics included.
+    let ns = crate::netns::Netns::create(&format!("kpipt-test-{}", std::process::id())).unwrap();
     let restore = |extra: &[&str]| {
-        let mut child = std::process::Command::new("ip")
-            .args(["netns", "exec", &ns.0, "iptables-restore", "--noflush"])
-            .args(extra)
-            .stdin(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "iptables-restore {extra:?} rejected:\n{}\n---\n{input}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let args: Vec<&str> = ["--noflush"].iter().chain(extra).copied().collect();
+        if let Err(e) = ns.exec_with_stdin("iptables-restore", &args, Some(&input)) {
+            panic!("iptables-restore {extra:?} rejected:\n{e:#}\n---\n{input}");
+        }
     };
     restore(&["--test"]);
     // The nf_tables backend's --test does not resolve jump targets, so also commit it (to the
     // throwaway namespace only) and check every rule landed.
     restore(&[]);
-    let saved = std::process::Command::new("ip")
-        .args(["netns", "exec", &ns.0, "iptables-save"])
-        .output()
-        .unwrap();
-    assert!(saved.status.success());
-    let saved_rules = String::from_utf8_lossy(&saved.stdout)
-        .lines()
-        .filter(|l| l.starts_with("-A "))
-        .count();
+    let saved = ns.exec("iptables-save", &[]).unwrap();
+    let saved_rules = saved.lines().filter(|l| l.starts_with("-A ")).count();
     let our_rules: usize = p.iptables.values().map(|t| t.rules.len()).sum();
     assert_eq!(saved_rules, our_rules);
 }
