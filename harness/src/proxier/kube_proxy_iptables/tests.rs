@@ -121,23 +121,10 @@ fn chains_with_prefix(p: &Programming, t: Table, prefix: &str) -> Vec<String> {
 
 /// iptables-restore input for the whole programming.
 fn render(p: &Programming) -> String {
-    let mut out = String::new();
-    for (table, tr) in &p.iptables {
-        out.push_str(&format!("*{}\n", table.name()));
-        for c in &tr.chains {
-            out.push_str(&format!(
-                ":{} {} [0:0]\n",
-                c.name,
-                c.policy.as_deref().unwrap_or("-")
-            ));
-        }
-        for r in &tr.rules {
-            out.push_str(r);
-            out.push('\n');
-        }
-        out.push_str("COMMIT\n");
-    }
-    out
+    p.iptables
+        .iter()
+        .map(|(table, rules)| crate::programming::text::render_table(*table, rules))
+        .collect()
 }
 
 /// Sorted chain declarations, and each chain's rules in order.

@@ -1175,23 +1175,10 @@ pub(super) fn render(p: &Programming) -> String {
 
 /// The nat and filter tables as one `iptables-restore` document.
 pub(super) fn restore_input(p: &Programming) -> String {
-    let mut out = String::new();
-    for (table, rules) in &p.iptables {
-        out.push_str(&format!("*{}\n", table.name()));
-        for c in &rules.chains {
-            out.push_str(&format!(
-                ":{} {} [0:0]\n",
-                c.name,
-                c.policy.as_deref().unwrap_or("-")
-            ));
-        }
-        for r in &rules.rules {
-            out.push_str(r);
-            out.push('\n');
-        }
-        out.push_str("COMMIT\n");
-    }
-    out
+    p.iptables
+        .iter()
+        .map(|(table, rules)| crate::programming::text::render_table(*table, rules))
+        .collect()
 }
 
 /// A small cluster exercising most paths: ClusterIP with a local hairpin endpoint, a NodePort
