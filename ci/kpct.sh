@@ -6,7 +6,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 cargo build --release -p kpct --quiet
-bin="$repo/target/release/kpct"
+bin="${CARGO_TARGET_DIR:-$repo/target}/release/kpct"
 if "$bin" caps --quiet --require ip_vs,dummy,br_netfilter; then
   exec "$bin" "$@"
 fi

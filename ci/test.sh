@@ -12,7 +12,8 @@
 #   --vm       always use the VM, even if this kernel has IP_VS.
 #   --native   never use the VM; IPVS tests fail (loudly) if this kernel has no IP_VS.
 #   TEST-ARGS  passed to every test binary (e.g. a name filter).
-# Environment: KPCT_VM_KERNEL, KPCT_VM_TIMEOUT, KPCT_VM_MEMORY (see ci/vm.sh).
+# Environment: KPCT_VM_KERNEL, KPCT_VM_TIMEOUT, KPCT_VM_MEMORY (see ci/vm.sh); KPCT_TEST_OUT
+# (results directory, default target/kpct-test; must lie inside the repository).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,7 +36,12 @@ if [ "$(id -u)" != 0 ]; then
   exit 2
 fi
 
-out="$repo/target/kpct-test"
+# KPCT_TEST_OUT: where logs and results go (one per concurrent run in a checkout).
+out="${KPCT_TEST_OUT:-$repo/target/kpct-test}"
+case "$(realpath -m "$out")/" in
+  "$repo"/*) ;;
+  *) echo "ci/test.sh: KPCT_TEST_OUT must lie inside $repo (the VM writes results back there)" >&2; exit 2 ;;
+esac
 mkdir -p "$repo/snapshots"
 rm -rf "$out"
 mkdir -p "$out"
@@ -52,7 +58,7 @@ for var in CI INSTA_UPDATE INSTA_FORCE_PASS RUST_LOG KPCT_PROBE_TIMEOUT_MS IPVS_
   if [ -n "${!var:-}" ]; then printf 'export %s=%q\n' "$var" "${!var}"; fi
 done > "$out/env.sh"
 
-kpct="$repo/target/debug/kpct"
+kpct="${CARGO_TARGET_DIR:-$repo/target}/debug/kpct"
 : > "$out/summary"
 runner=(bash "$repo/ci/run-binaries.sh" "$out")
 if [ "$quick" = 1 ]; then
