@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the suite needs on a fresh Debian/Ubuntu machine (run as root). Idempotent.
 #  - the tools the suite drives inside namespaces: iproute2, iptables, ipset, ipvsadm, conntrack
+#  - vagrant, whose `vagrant validate` checks the lab Vagrantfile in the tests
+#  - xmllint (libxml2-utils): the JUnit output is validated against the JUnit XSD in the tests
 #  - for kernels without IP_VS: qemu + a distribution kernel with IPVS modules + virtme-ng, so
 #    ci/test.sh can run the IPVS tests in a VM
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need_apt=()
-for pkg in iproute2 iptables ipset ipvsadm conntrack kmod qemu-system-x86 linux-image-amd64 python3-pip; do
+for pkg in iproute2 iptables ipset ipvsadm conntrack kmod libxml2-utils qemu-system-x86 linux-image-amd64 python3-pip vagrant; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

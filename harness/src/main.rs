@@ -42,6 +42,11 @@ enum Command {
         /// Write JUnit XML (one testcase per probe) to this file.
         #[arg(long)]
         junit: Option<std::path::PathBuf>,
+        /// Write a report to this file: Markdown (`.md`) or HTML (`.html`), by extension. It
+        /// shows every failing probe with its expectations, observation and the relevant
+        /// iptables/ipset/IPVS state of the nodes involved.
+        #[arg(long)]
+        report: Option<std::path::PathBuf>,
     },
     /// Run one scenario many times and report whether every observation is identical.
     Soak {
@@ -67,6 +72,16 @@ enum Command {
     Bench {
         #[command(subcommand)]
         what: BenchCommand,
+    },
+    /// Fire one shot of one probe with kernel tracing on and print the path it took on each node:
+    /// netfilter chains and rules (nf_tables trace), IPVS service and real server, conntrack.
+    Trace {
+        /// The scenario file.
+        scenario: std::path::PathBuf,
+        /// The probe's name in that file.
+        probe: String,
+        #[arg(long, default_value = "kube-proxy-ipvs")]
+        proxier: String,
     },
     /// Remove network namespaces left behind by crashed runs (those whose process is gone).
     Cleanup {
@@ -101,6 +116,65 @@ enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         rounds: u32,
     },
+    /// N services × E endpoints per proxier and size: time to compute and apply the
+    /// programming, what each node holds, and pod -> ClusterIP connect latency.
+    Scale {
+        /// Built-in proxier; repeatable. Default: both.
+        #[arg(long = "proxier")]
+        proxiers: Vec<String>,
+        #[command(flatten)]
+        scale: ScaleArgs,
+    },
+    /// Every scenario against each built-in proxier: total and per-scenario min/median/max.
+    Suite {
+        /// Built-in proxier; repeatable. Default: both.
+        #[arg(long = "proxier")]
+        proxiers: Vec<String>,
+        /// Scenario files or globs; repeatable. Default: scenarios/*.yaml.
+        #[arg(long = "scenario")]
+        scenarios: Vec<String>,
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
+    },
+    /// topology (3 nodes x 10 pods, 2 rounds), suite and scale, in one run.
+    All {
+        /// Built-in proxier; repeatable. Default: both.
+        #[arg(long = "proxier")]
+        proxiers: Vec<String>,
+        #[command(flatten)]
+        scale: ScaleArgs,
+    },
+}
+
+#[derive(clap::Args)]
+struct ScaleArgs {
+    /// Service counts, comma-separated; one fresh cluster each.
+    #[arg(long, value_delimiter = ',', default_values_t = [10, 100, 1000])]
+    services: Vec<usize>,
+    /// Endpoints per service.
+    #[arg(long, default_value_t = 10)]
+    endpoints: usize,
+    #[arg(long, default_value_t = 3)]
+    nodes: u8,
+    /// Backend pods per node (endpoints are spread over them).
+    #[arg(long, default_value_t = 10)]
+    pods_per_node: u8,
+    /// Connections timed per probed service (the first, middle and last).
+    #[arg(long, default_value_t = 30)]
+    probes: usize,
+}
+
+impl ScaleArgs {
+    fn options(&self) -> kpct::bench::ScaleOptions {
+        kpct::bench::ScaleOptions {
+            services: self.services.clone(),
+            endpoints: self.endpoints,
+            nodes: self.nodes,
+            pods_per_node: self.pods_per_node,
+            probes: self.probes,
+            probe_timeout: kpct::probe::probe_timeout(),
+        }
+    }
 }
 
 fn main() {
@@ -118,11 +192,13 @@ fn run() -> Result<()> {
             scenarios,
             observations,
             junit,
+            report,
         } => run_command(
             &proxiers,
             &scenarios,
             observations.as_deref(),
             junit.as_deref(),
+            report.as_deref(),
         ),
         Command::Soak {
             scenario,
@@ -157,20 +233,12 @@ fn run() -> Result<()> {
             Ok(())
         }
         Command::Lab { action } => lab_command(action),
-        Command::Bench { what } => match what {
-            BenchCommand::Topology {
-                nodes,
-                pods_per_node,
-                rounds,
-            } => {
-                let rt = tokio::runtime::Runtime::new()?;
-                print!(
-                    "{}",
-                    rt.block_on(kpct::bench::topology(nodes, pods_per_node, rounds))?
-                );
-                Ok(())
-            }
-        },
+        Command::Trace {
+            scenario,
+            probe,
+            proxier,
+        } => trace_command(&scenario, &probe, &proxier),
+        Command::Bench { what } => bench_command(what),
         Command::Cleanup { all } => {
             let names = netns::leftovers(all)?;
             netns::remove_leftovers(&names);
@@ -210,33 +278,21 @@ fn caps_command(require: &[String], quiet: bool) -> Result<()> {
     Ok(())
 }
 
-fn scenario_files(patterns: &[String]) -> Result<Vec<std::path::PathBuf>> {
-    let patterns = if patterns.is_empty() {
-        vec!["scenarios/*.yaml".to_string()]
-    } else {
-        patterns.to_vec()
-    };
-    let mut files = Vec::new();
-    for pattern in &patterns {
-        let matched: Vec<_> = glob::glob(pattern)
-            .map_err(|e| anyhow::anyhow!("bad scenario pattern `{pattern}`: {e}"))?
-            .collect::<std::result::Result<_, _>>()?;
-        if matched.is_empty() {
-            anyhow::bail!("no scenario file matches `{pattern}` (run from the repository root?)");
-        }
-        files.extend(matched);
-    }
-    files.sort();
-    files.dedup();
-    Ok(files)
-}
-
 fn run_command(
     proxier_names: &[String],
     patterns: &[String],
     observations: Option<&std::path::Path>,
     junit: Option<&std::path::Path>,
+    report: Option<&std::path::Path>,
 ) -> Result<()> {
+    // Before anything runs: an unknown report format is a usage error.
+    let report = report
+        .map(|path| {
+            kpct::report::document::Format::from_path(path)
+                .map(|format| (path, format))
+                .map_err(anyhow::Error::msg)
+        })
+        .transpose()?;
     let names: Vec<String> = if proxier_names.is_empty() {
         kpct::proxier::BUILTIN
             .iter()
@@ -252,7 +308,7 @@ fn run_command(
     if names.iter().any(|n| n.contains("ipvs")) {
         ensure_ipvs("run it through `sudo ci/kpct.sh run …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
     }
-    let files = scenario_files(patterns)?;
+    let files = kpct::scenario::files(patterns)?;
     // Every file is validated before anything runs: a typo fails fast, with all its problems.
     let scenarios = files
         .iter()
@@ -266,24 +322,17 @@ fn run_command(
     let timeout = kpct::probe::probe_timeout();
     let mut runs = Vec::new();
     let mut errors = Vec::new();
-    let mut done = 0;
+    let mut progress = kpct::progress::Progress::stderr(total);
     for scenario in &scenarios {
         for proxier in &proxiers {
-            done += 1;
-            let started = std::time::Instant::now();
-            eprint!(
-                "[{done:>3}/{total}] {} × {} … ",
-                scenario.name,
-                proxier.label()
-            );
+            progress.start(&scenario.name, &proxier.label());
             match rt.block_on(kpct::run::run_scenario(scenario, proxier.as_ref(), timeout)) {
                 Ok(run) => {
-                    let status = if run.violations.is_empty() {
-                        "ok"
+                    progress.finish(&if run.violations.is_empty() {
+                        kpct::progress::Outcome::Ok
                     } else {
-                        "FAIL"
-                    };
-                    eprintln!("{status} ({:.1}s)", started.elapsed().as_secs_f64());
+                        kpct::progress::Outcome::Fail
+                    });
                     if let Some(dir) = observations {
                         let label = proxier.label().replace(['/', ' ', ':'], "_");
                         let path = dir.join(format!("{}@{label}.yaml", scenario.name));
@@ -292,12 +341,14 @@ fn run_command(
                     runs.push(run);
                 }
                 Err(e) => {
-                    eprintln!("ERROR");
-                    errors.push((scenario.name.clone(), proxier.label(), format!("{e:#}")));
+                    let message = format!("{e:#}");
+                    progress.finish(&kpct::progress::Outcome::Error(message.clone()));
+                    errors.push((scenario.name.clone(), proxier.label(), message));
                 }
             }
         }
     }
+    progress.close();
     print!("{}", kpct::report::table(&runs));
     for (scenario, proxier, e) in &errors {
         println!("  ERROR {scenario} × {proxier}: {e}");
@@ -306,10 +357,31 @@ fn run_command(
         std::fs::write(path, kpct::report::junit(&runs, &errors))
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
     }
+    if let Some((path, format)) = report {
+        std::fs::write(path, kpct::report::document::render(format, &runs, &errors))
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    }
     let failed = runs.iter().any(|r| !r.violations.is_empty()) || !errors.is_empty();
     if failed {
         std::process::exit(1);
     }
+    Ok(())
+}
+
+fn trace_command(scenario: &std::path::Path, probe: &str, proxier: &str) -> Result<()> {
+    let s = kpct::scenario::load(scenario).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let p = proxier_from_spec(proxier)?;
+    if proxier.contains("ipvs") {
+        ensure_ipvs("run it through `sudo ci/kpct.sh trace …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
+    }
+    let rt = tokio::runtime::Runtime::new()?;
+    let trace = rt.block_on(kpct::trace::trace(
+        &s,
+        probe,
+        p.as_ref(),
+        kpct::probe::probe_timeout(),
+    ))?;
+    print!("{trace}");
     Ok(())
 }
 
@@ -346,6 +418,110 @@ fn lab_command(action: LabCommand) -> Result<()> {
             Ok(())
         }
     }
+}
+
+fn bench_command(what: BenchCommand) -> Result<()> {
+    let rt = tokio::runtime::Runtime::new()?;
+    let builtins =
+        |names: &[String]| -> Result<Vec<Box<dyn kpct::proxier::Proxier + Send + Sync>>> {
+            let names: Vec<String> = if names.is_empty() {
+                kpct::proxier::BUILTIN
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
+            } else {
+                names.to_vec()
+            };
+            if names.iter().any(|n| n.contains("ipvs")) {
+                ensure_ipvs("run it through `sudo ci/kpct.sh bench …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
+            }
+            names
+                .iter()
+                .map(|n| {
+                    kpct::proxier::builtin(n).ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "unknown proxier `{n}` (bench takes the built-ins: {})",
+                            kpct::proxier::BUILTIN.join(", ")
+                        )
+                    })
+                })
+                .collect()
+        };
+    let suite_options = |patterns: Vec<String>, rounds: usize| kpct::bench::SuiteOptions {
+        patterns: if patterns.is_empty() {
+            vec!["scenarios/*.yaml".into()]
+        } else {
+            patterns
+        },
+        rounds,
+        probe_timeout: kpct::probe::probe_timeout(),
+    };
+    match what {
+        BenchCommand::Topology {
+            nodes,
+            pods_per_node,
+            rounds,
+        } => print!(
+            "{}",
+            rt.block_on(kpct::bench::topology(nodes, pods_per_node, rounds))?
+        ),
+        BenchCommand::Scale { proxiers, scale } => {
+            let proxiers = builtins(&proxiers)?;
+            print!(
+                "{}",
+                rt.block_on(kpct::bench::scale(&proxiers, &scale.options()))?
+            );
+        }
+        BenchCommand::Suite {
+            proxiers,
+            scenarios,
+            rounds,
+        } => {
+            let proxiers = builtins(&proxiers)?;
+            print!(
+                "{}",
+                rt.block_on(kpct::bench::suite(
+                    &proxiers,
+                    &suite_options(scenarios, rounds)
+                ))?
+            );
+        }
+        BenchCommand::All { proxiers, scale } => {
+            let proxiers = builtins(&proxiers)?;
+            let started = std::time::Instant::now();
+            println!(
+                "kpct bench all on kernel {}, {} CPUs, load average {}\n",
+                kpct::caps::detect()?.kernel,
+                std::thread::available_parallelism().map_or(0, |n| n.get()),
+                std::fs::read_to_string("/proc/loadavg")
+                    .unwrap_or_default()
+                    .trim()
+            );
+            let section = |name: &str, t: std::time::Instant| {
+                println!("({name}: {:.1} s)\n", t.elapsed().as_secs_f64());
+            };
+            let t = std::time::Instant::now();
+            println!("{}", rt.block_on(kpct::bench::topology(3, 10, 2))?);
+            section("topology", t);
+            let t = std::time::Instant::now();
+            println!(
+                "{}",
+                rt.block_on(kpct::bench::suite(&proxiers, &suite_options(Vec::new(), 1)))?
+            );
+            section("suite", t);
+            let t = std::time::Instant::now();
+            println!(
+                "{}",
+                rt.block_on(kpct::bench::scale(&proxiers, &scale.options()))?
+            );
+            section("scale", t);
+            println!(
+                "bench all: {:.1} s in total",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `kube-proxy-ipvs`, `kube-proxy-iptables`, `exec:COMMAND [ARGS]` or `replay:DIR`.

@@ -1,7 +1,20 @@
-//! Human-readable results: the table `kpct run` prints.
+//! Results of `kpct run`: the table it prints ([`table`]), the JUnit XML of `--junit`
+//! ([`junit`]) and the Markdown/HTML document of `--report` ([`document`]).
+
+pub mod document;
+pub mod junit;
+pub mod markup;
+
+pub use junit::junit;
 
 use crate::run::ScenarioRun;
 use std::fmt::Write as _;
+
+/// The violated-expectation lines of `run` that concern probe `probe`.
+pub fn probe_violations<'a>(run: &'a ScenarioRun, probe: &str) -> Vec<&'a String> {
+    let tag = format!("probe `{probe}`");
+    run.violations.iter().filter(|v| v.contains(&tag)).collect()
+}
 
 /// One row per probe shot outcome: scenario, proxier, probe, verdict, observed translation, and
 /// PASS/FAIL against the scenario's declared expectations.
@@ -10,10 +23,7 @@ pub fn table(runs: &[ScenarioRun]) -> String {
     for run in runs {
         let obs = &run.observation;
         for probe in &obs.probes {
-            let failed = run
-                .violations
-                .iter()
-                .any(|v| v.contains(&format!("probe `{}`", probe.probe)));
+            let failed = !probe_violations(run, &probe.probe).is_empty();
             let shots = if probe.shots.is_empty() {
                 probe.outcomes.clone().unwrap_or_default()
             } else {
@@ -86,106 +96,5 @@ fn dedup(items: impl Iterator<Item = String>) -> Vec<String> {
             out.push(item);
         }
     }
-    out
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&apos;")
-}
-
-/// JUnit XML: one testsuite per scenario × proxier, one testcase per probe; a probe with
-/// violated expectations is a `<failure>` carrying them and its observation. `errors` are runs
-/// that could not complete (setup or programming failed), one `<error>` each.
-pub fn junit(runs: &[ScenarioRun], errors: &[(String, String, String)]) -> String {
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let tests: usize = runs
-        .iter()
-        .map(|r| r.observation.probes.len())
-        .sum::<usize>()
-        + errors.len();
-    let failures: usize = runs
-        .iter()
-        .map(|r| {
-            r.observation
-                .probes
-                .iter()
-                .filter(|p| {
-                    r.violations
-                        .iter()
-                        .any(|v| v.contains(&format!("probe `{}`", p.probe)))
-                })
-                .count()
-        })
-        .sum();
-    let _ = writeln!(
-        out,
-        "<testsuites name=\"kpct\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{}\">",
-        errors.len()
-    );
-    for run in runs {
-        let obs = &run.observation;
-        let suite = format!("{}@{}", obs.scenario, obs.proxier);
-        let failed: Vec<_> = obs
-            .probes
-            .iter()
-            .filter(|p| {
-                run.violations
-                    .iter()
-                    .any(|v| v.contains(&format!("probe `{}`", p.probe)))
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\">",
-            xml_escape(&suite),
-            obs.probes.len(),
-            failed.len()
-        );
-        for probe in &obs.probes {
-            let _ = write!(
-                out,
-                "    <testcase classname=\"{}\" name=\"{}\"",
-                xml_escape(&suite),
-                xml_escape(&probe.probe)
-            );
-            let mine: Vec<&String> = run
-                .violations
-                .iter()
-                .filter(|v| v.contains(&format!("probe `{}`", probe.probe)))
-                .collect();
-            if mine.is_empty() {
-                out.push_str("/>\n");
-            } else {
-                let observed = serde_yaml_ng::to_string(probe).unwrap_or_default();
-                let _ = writeln!(
-                    out,
-                    ">\n      <failure message=\"{}\">{}</failure>\n    </testcase>",
-                    xml_escape(mine[0]),
-                    xml_escape(&format!(
-                        "{}\n\nobserved:\n{observed}",
-                        mine.iter()
-                            .map(|s| s.as_str())
-                            .collect::<Vec<_>>()
-                            .join("\n")
-                    ))
-                );
-            }
-        }
-        out.push_str("  </testsuite>\n");
-    }
-    for (scenario, proxier, message) in errors {
-        let suite = xml_escape(&format!("{scenario}@{proxier}"));
-        let _ = writeln!(
-            out,
-            "  <testsuite name=\"{suite}\" tests=\"1\" failures=\"0\" errors=\"1\">\n    <testcase classname=\"{suite}\" name=\"setup\">\n      <error message=\"{}\">{}</error>\n    </testcase>\n  </testsuite>",
-            xml_escape(message.lines().next().unwrap_or_default()),
-            xml_escape(message)
-        );
-    }
-    out.push_str("</testsuites>\n");
     out
 }

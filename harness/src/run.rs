@@ -3,6 +3,7 @@
 
 use crate::backends::Backends;
 use crate::cluster::{ClusterState, NodeContext};
+use crate::evidence::{Collector, ProbeEvidence};
 use crate::observe::{self, NodeAddress, ProbeObservation};
 use crate::probe;
 use crate::programming::Programming;
@@ -44,6 +45,9 @@ pub struct ScenarioRun {
     pub observation: ScenarioObservation,
     /// One line per violated expectation (empty when the proxier conforms).
     pub violations: Vec<String>,
+    /// For each probe with a violated expectation: its spec and the relevant kernel state of
+    /// the nodes involved, read before teardown (empty, and nothing read, when all pass).
+    pub evidence: Vec<ProbeEvidence>,
 }
 
 impl ScenarioObservation {
@@ -245,12 +249,19 @@ fn summarize_effective(node: &NodeNs, state: &EffectiveState) -> NodeSummary {
     }
 }
 
-/// Runs `scenario` against `proxier` in freshly built namespaces, removed afterwards.
-pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
-    scenario: &Scenario,
-    proxier: &P,
-    probe_timeout: Duration,
-) -> Result<ScenarioRun> {
+/// A scenario's namespaces built, every node programmed by the proxier and the backends
+/// serving: what probes are fired at. Dropping it stops the backends, then removes the
+/// namespaces.
+pub struct Staged {
+    pub backends: Backends,
+    pub topo: Topology,
+    pub cluster: ClusterState,
+    /// Per node, what the kernel holds after programming.
+    pub nodes: Vec<NodeSummary>,
+}
+
+/// Builds `scenario`'s topology in fresh namespaces and programs every node with `proxier`.
+pub async fn stage<P: NodeProgrammer + ?Sized>(scenario: &Scenario, proxier: &P) -> Result<Staged> {
     let topo = Topology::build(scenario)
         .await
         .with_context(|| format!("building the topology of {}", scenario.name))?;
@@ -261,22 +272,44 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
             .with_context(|| format!("node {} is not in the scenario", node.name))?;
         nodes.push(proxier.program_node(&cluster, &ctx, node)?);
     }
-    let _backends = Backends::start(&topo, &scenario.topology.pods)?;
-    let addresses = node_addresses(&topo);
+    let backends = Backends::start(&topo, &scenario.topology.pods)?;
+    Ok(Staged {
+        backends,
+        topo,
+        cluster,
+        nodes,
+    })
+}
+
+/// Runs `scenario` against `proxier` in freshly built namespaces, removed afterwards.
+pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
+    scenario: &Scenario,
+    proxier: &P,
+    probe_timeout: Duration,
+) -> Result<ScenarioRun> {
+    let staged = stage(scenario, proxier).await?;
+    let (topo, cluster) = (&staged.topo, &staged.cluster);
+    let addresses = node_addresses(topo);
     let mut probes = Vec::new();
     let mut violations = Vec::new();
+    let mut evidence = Vec::new();
+    let mut collector = Collector::new(topo);
     for (index, spec) in scenario.probes.iter().enumerate() {
-        let mut plan = probe::plan(scenario, &topo, index)?;
+        let mut plan = probe::plan(scenario, topo, index)?;
         if proxier.random_choice() {
-            let candidates = candidate_backends(&cluster, spec);
+            let candidates = candidate_backends(cluster, spec);
             plan.repeat = plan.repeat.max(shots_to_reach_all(candidates));
         }
-        let shots = probe::fire(&topo, &plan, probe_timeout)
+        let shots = probe::fire(topo, &plan, probe_timeout)
             .with_context(|| format!("firing probe {}", plan.name))?;
         let obs = observe::observe_probe(&plan, &shots, &addresses, proxier.random_choice());
         if let Some(expect) = spec.expectation_for(&proxier.label()) {
+            let found = observe::check(expect, &obs, &addresses);
+            if !found.is_empty() {
+                evidence.push(collector.collect(scenario, spec, &plan, expect, &found));
+            }
             violations.extend(
-                observe::check(expect, &obs, &addresses)
+                found
                     .into_iter()
                     .map(|v| format!("{} [{}]: {v}", scenario.name, proxier.label())),
             );
@@ -287,10 +320,11 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
         observation: ScenarioObservation {
             scenario: scenario.name.clone(),
             proxier: proxier.label(),
-            nodes,
+            nodes: staged.nodes.clone(),
             probes,
         },
         violations,
+        evidence,
     })
 }
 

@@ -2,10 +2,11 @@
 //! a clear message. They prove the checks can fail; a suite whose checks cannot fail proves
 //! nothing.
 
+mod common;
+
+use common::{drop_postrouting_masquerade, Mutated};
 use kpct::caps::require_ipvs;
-use kpct::cluster::{ClusterState, NodeContext};
 use kpct::probe::probe_timeout;
-use kpct::programming::{Programming, Table};
 use kpct::proxier::{builtin, Proxier};
 use kpct::scenario;
 
@@ -37,41 +38,6 @@ probes:
     expect: { reaches: [web-1], source: masqueraded, reply: true }
 "#;
 
-/// A proxier that programs like `inner`, then applies `mutate`.
-struct Mutated {
-    inner: Box<dyn Proxier + Send + Sync>,
-    mutate: fn(&mut Programming),
-}
-
-impl Proxier for Mutated {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
-        let mut p = self.inner.program(cluster, node)?;
-        (self.mutate)(&mut p);
-        Ok(p)
-    }
-}
-
-fn drop_postrouting_masquerade(p: &mut Programming) {
-    let nat = p
-        .iptables
-        .get_mut(&Table::Nat)
-        .expect("the proxier writes nat");
-    let before = nat.rules.len();
-    nat.rules.retain(|r| {
-        !(r.starts_with("-A KUBE-POSTROUTING")
-            && r.contains("-j MASQUERADE")
-            && !r.contains("KUBE-LOOP-BACK"))
-    });
-    assert_eq!(
-        before - 1,
-        nat.rules.len(),
-        "exactly the service MASQUERADE rule was removed"
-    );
-}
-
 async fn violations(proxier: &dyn Proxier) -> Vec<String> {
     let s = scenario::parse(SCENARIO, "mutation.yaml").unwrap();
     kpct::run::run_scenario(&s, proxier, probe_timeout())
@@ -91,7 +57,8 @@ async fn needs_ipvs_removing_the_postrouting_masquerade_rule_is_caught() {
     );
 
     let broken = Mutated {
-        inner: builtin("kube-proxy-ipvs").unwrap(),
+        name: "kube-proxy-ipvs",
+        inner: "kube-proxy-ipvs",
         mutate: drop_postrouting_masquerade,
     };
     let found = violations(&broken).await;
@@ -113,7 +80,8 @@ async fn removing_the_postrouting_masquerade_rule_is_caught_in_iptables_mode_too
         "the intact programming conforms"
     );
     let broken = Mutated {
-        inner: builtin("kube-proxy-iptables").unwrap(),
+        name: "kube-proxy-iptables",
+        inner: "kube-proxy-iptables",
         mutate: drop_postrouting_masquerade,
     };
     let found = violations(&broken).await;

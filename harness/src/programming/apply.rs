@@ -32,6 +32,7 @@ use crate::topology::NodeNs;
 use ipvs_genl::{Destination, IpvsHandle};
 use std::collections::BTreeSet;
 use std::fmt;
+use std::time::{Duration, Instant};
 
 /// How to apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -92,6 +93,10 @@ pub struct AppliedReport {
     pub rules: usize,
     pub services: usize,
     pub destinations: usize,
+    /// How long recording the pre-apply state (for rollback) took.
+    pub snapshot_time: Duration,
+    /// How long each step that ran took, in order (printed by `kpct bench`, never asserted).
+    pub step_times: Vec<(Step, Duration)>,
 }
 
 impl fmt::Display for AppliedReport {
@@ -218,8 +223,10 @@ impl Applier {
             message: e.message,
             rollback_problems,
         };
+        let started = Instant::now();
         let before = rollback::record(ns, p, self.options.backend)
             .map_err(|(step, e)| fail(step, e, Vec::new()))?;
+        let snapshot_time = started.elapsed();
         let mut report = AppliedReport {
             node: node.to_string(),
             backend: self.options.backend,
@@ -232,6 +239,8 @@ impl Applier {
             rules: 0,
             services: 0,
             destinations: 0,
+            snapshot_time,
+            step_times: Vec::new(),
         };
         let mut started = Vec::new();
         let result = (|| -> Result<(), (Step, StepError)> {
@@ -247,6 +256,7 @@ impl Applier {
                     continue;
                 }
                 started.push(step);
+                let step_started = Instant::now();
                 let done = match step {
                     Step::Sysctls => apply_sysctls(ns, p),
                     Step::KubeIpvs0 => self
@@ -257,6 +267,7 @@ impl Applier {
                     Step::Ipvs => apply_ipvs(ns, p),
                 };
                 done.map_err(|e| (step, e))?;
+                report.step_times.push((step, step_started.elapsed()));
             }
             Ok(())
         })();

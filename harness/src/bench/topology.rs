@@ -1,5 +1,6 @@
-//! Benchmarks: numbers printed, never asserted (timing depends on the machine).
+//! `kpct bench topology`: setup and teardown cost of nodes and pods.
 
+use super::ms;
 use crate::scenario::{Ipv4Cidr, Node, Pod, Scenario, Topology as TopologySpec};
 use crate::topology::Topology;
 use anyhow::Result;
@@ -73,10 +74,6 @@ fn stats(samples: &[Duration]) -> String {
         ms(max),
         samples.len()
     )
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 /// Builds and tears down a synthetic topology `rounds` times and reports setup and teardown

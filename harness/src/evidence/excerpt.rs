@@ -1,0 +1,554 @@
+//! The part of a node's effective state that decides the fate of packets to a service address:
+//! what a report shows beside a failing probe. Pure functions over read-back state.
+//!
+//! A [`Target`] is one address the packets may be sent to: `tcp 10.96.0.10:80`, or a bare port
+//! (`tcp *:30080`, a nodePort on any local address). The selection, per iptables table:
+//!
+//! 1. **seeds**: rules that mention a target — a `-d ADDR/32` of a target address and/or a
+//!    `--dport` of its port, or a `--match-set` of an ipset holding an entry for it — and
+//!    contradict it nowhere (another `-d`, `--dport` or `-p`);
+//! 2. **what they lead to**: every chain a selected rule jumps to (`-j`/`-g`), whole,
+//!    transitively;
+//! 3. **how packets get there**: for a chain holding seeds that is not itself reached by step 2,
+//!    the rules jumping to it, transitively up to the built-in chains;
+//! 4. **masquerading** (nat): `KUBE-POSTROUTING` and `KUBE-MARK-MASQ` whole (with steps 2 and 3
+//!    for `KUBE-POSTROUTING`), since they decide the source the backend sees.
+//!
+//! Chains shown only in part say how many of their rules were left out. ipsets: the matching
+//! entries of every set holding one. IPVS: the virtual services of a target, with their real
+//! servers.
+
+use crate::programming::effective::IpSetState;
+use crate::programming::rule_key::rule_key;
+use crate::programming::{builtin_chains, Table, TableRules};
+use crate::scenario::Protocol;
+use ipvs_genl::{ServiceKey, TableEntry};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::{self, Write as _};
+use std::net::{IpAddr, Ipv4Addr};
+
+/// Chains that decide masquerading, always shown (nat) when present.
+pub const MASQUERADE_CHAINS: [&str; 2] = ["KUBE-POSTROUTING", "KUBE-MARK-MASQ"];
+
+/// An address packets are sent to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Target {
+    pub protocol: Protocol,
+    /// `None`: any local address (a nodePort).
+    pub addr: Option<Ipv4Addr>,
+    pub port: u16,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.addr {
+            Some(a) => write!(f, "{} {a}:{}", self.protocol.lower(), self.port),
+            None => write!(f, "{} *:{}", self.protocol.lower(), self.port),
+        }
+    }
+}
+
+/// Whether an ipset entry (`ip`, `ip,proto:port[,…]` or `port`) stands for `t`.
+pub fn entry_matches(entry: &str, t: &Target) -> bool {
+    let mut parts = entry.split(',');
+    let first = parts.next().unwrap_or_default();
+    if let Ok(ip) = first.trim_end_matches("/32").parse::<Ipv4Addr>() {
+        if Some(ip) != t.addr {
+            return false;
+        }
+        return match parts.next() {
+            None => true,
+            Some(pp) => {
+                let (proto, port) = pp.split_once(':').unwrap_or(("tcp", pp));
+                proto.eq_ignore_ascii_case(t.protocol.lower()) && port == t.port.to_string()
+            }
+        };
+    }
+    first.parse::<u16>() == Ok(t.port)
+}
+
+/// The sets holding an entry for some target, with those entries.
+fn matching_sets<'a>(
+    sets: &'a [IpSetState],
+    targets: &[Target],
+) -> Vec<(&'a IpSetState, Vec<&'a String>)> {
+    sets.iter()
+        .filter_map(|s| {
+            let hits: Vec<&String> = s
+                .entries
+                .iter()
+                .filter(|e| targets.iter().any(|t| entry_matches(e, t)))
+                .collect();
+            (!hits.is_empty()).then_some((s, hits))
+        })
+        .collect()
+}
+
+/// `ipset save` lines of the sets holding an entry for a target: their `create` line and the
+/// matching entries only. Empty when no set holds one.
+pub fn ipset_excerpt(sets: &[IpSetState], targets: &[Target]) -> String {
+    let mut out = String::new();
+    for (set, hits) in matching_sets(sets, targets) {
+        let _ = write!(out, "create {} {}", set.name, set.type_name);
+        if !set.create_options.is_empty() {
+            let _ = write!(out, " {}", set.create_options);
+        }
+        out.push('\n');
+        for e in &hits {
+            let _ = writeln!(out, "add {} {e}", set.name);
+        }
+        let others = set.entries.len() - hits.len();
+        if others > 0 {
+            let _ = writeln!(
+                out,
+                "# … {others} other entr{} of {} not shown",
+                if others == 1 { "y" } else { "ies" },
+                set.name
+            );
+        }
+    }
+    out
+}
+
+/// A parsed rule: its chain and option groups (`-d 10.96.0.10/32`, `--dport 80`, `-j X`).
+struct Rule<'a> {
+    line: &'a str,
+    chain: String,
+    groups: Vec<String>,
+}
+
+impl Rule<'_> {
+    /// The arguments of the non-negated option `name`, if present.
+    fn opt(&self, name: &str) -> Option<&str> {
+        self.groups
+            .iter()
+            .find_map(|g| g.strip_prefix(name)?.strip_prefix(' '))
+    }
+
+    fn jump(&self) -> Option<&str> {
+        self.opt("-j").or_else(|| self.opt("-g"))
+    }
+
+    fn sets(&self) -> impl Iterator<Item = &str> {
+        self.groups.iter().filter_map(|g| {
+            g.strip_prefix("--match-set ")
+                .and_then(|rest| rest.split_whitespace().next())
+        })
+    }
+
+    /// Whether the rule mentions `t` (directly or through `sets`) and contradicts it nowhere.
+    fn mentions(&self, t: &Target, sets: &BTreeSet<&str>) -> bool {
+        if self.opt("-p").is_some_and(|p| p != t.protocol.lower()) {
+            return false;
+        }
+        let addr = match (self.opt("-d"), t.addr) {
+            (Some(d), Some(a)) => Some(d == format!("{a}/32")),
+            _ => None,
+        };
+        let port = self.opt("--dport").map(|p| p == t.port.to_string());
+        if addr == Some(false) || port == Some(false) {
+            return false;
+        }
+        addr == Some(true) || port == Some(true) || self.sets().any(|s| sets.contains(s))
+    }
+}
+
+/// The iptables excerpt for `targets` (see the module documentation), in `iptables-save`
+/// syntax: per table with a selected rule, the chains shown, then their selected rules. Empty
+/// when nothing is selected.
+pub fn iptables_excerpt(
+    tables: &BTreeMap<Table, TableRules>,
+    sets: &[IpSetState],
+    targets: &[Target],
+) -> String {
+    let target_sets: Vec<(&IpSetState, Vec<&String>)> = matching_sets(sets, targets);
+    let mut out = String::new();
+    for (table, rules) in tables {
+        let parsed: Vec<Rule> = rules
+            .rules
+            .iter()
+            .filter_map(|line| {
+                let (chain, groups) = rule_key(line)?;
+                Some(Rule {
+                    line,
+                    chain,
+                    groups,
+                })
+            })
+            .collect();
+        let selected = select(*table, rules, &parsed, targets, &target_sets);
+        if selected.rules.is_empty() && selected.whole.is_empty() {
+            continue;
+        }
+        render_table(&mut out, *table, rules, &parsed, &selected);
+    }
+    out
+}
+
+#[derive(Default)]
+struct Selection {
+    /// Indices into the parsed rules.
+    rules: BTreeSet<usize>,
+    /// Chains shown whole.
+    whole: BTreeSet<String>,
+}
+
+fn select(
+    table: Table,
+    decls: &TableRules,
+    parsed: &[Rule],
+    targets: &[Target],
+    target_sets: &[(&IpSetState, Vec<&String>)],
+) -> Selection {
+    let is_chain = |name: &str| decls.chains.iter().any(|c| c.name == name);
+    let mut sel = Selection::default();
+    // 1. seeds. A set counts for a target only when it holds an entry for that very target, so
+    // a rule's `-p`/`--dport` are checked against the target its set matched.
+    for (i, rule) in parsed.iter().enumerate() {
+        let hit = targets.iter().any(|t| {
+            let sets: BTreeSet<&str> = target_sets
+                .iter()
+                .filter(|(_, hits)| hits.iter().any(|e| entry_matches(e, t)))
+                .map(|(s, _)| s.name.as_str())
+                .collect();
+            rule.mentions(t, &sets)
+        });
+        if hit {
+            sel.rules.insert(i);
+        }
+    }
+    let seed_chains: BTreeSet<String> =
+        sel.rules.iter().map(|&i| parsed[i].chain.clone()).collect();
+    // 4. masquerade chains (nat)
+    let mut upward_from: Vec<String> = Vec::new();
+    if table == Table::Nat {
+        for chain in MASQUERADE_CHAINS {
+            if is_chain(chain) {
+                sel.whole.insert(chain.to_string());
+            }
+        }
+        if is_chain(MASQUERADE_CHAINS[0]) {
+            upward_from.push(MASQUERADE_CHAINS[0].to_string());
+        }
+    }
+    // 2. downward: whole chains reached from selected rules and from whole chains.
+    let mut queue: Vec<String> = sel
+        .rules
+        .iter()
+        .filter_map(|&i| parsed[i].jump().map(str::to_string))
+        .chain(sel.whole.iter().cloned())
+        .collect();
+    let mut reached: BTreeSet<String> = BTreeSet::new();
+    while let Some(chain) = queue.pop() {
+        if !is_chain(&chain) || builtin_chains(table).contains(&chain.as_str()) {
+            continue;
+        }
+        if !reached.insert(chain.clone()) {
+            continue;
+        }
+        sel.whole.insert(chain.clone());
+        for rule in parsed.iter().filter(|r| r.chain == chain) {
+            if let Some(j) = rule.jump() {
+                queue.push(j.to_string());
+            }
+        }
+    }
+    // 3. upward: callers of seed chains not reached downward, up to the built-in chains.
+    upward_from.extend(seed_chains.into_iter().filter(|c| !reached.contains(c)));
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    while let Some(chain) = upward_from.pop() {
+        if !seen.insert(chain.clone()) {
+            continue;
+        }
+        for (i, rule) in parsed.iter().enumerate() {
+            if rule.jump() == Some(chain.as_str()) {
+                sel.rules.insert(i);
+                upward_from.push(rule.chain.clone());
+            }
+        }
+    }
+    sel
+}
+
+fn render_table(
+    out: &mut String,
+    table: Table,
+    decls: &TableRules,
+    parsed: &[Rule],
+    sel: &Selection,
+) {
+    let _ = writeln!(out, "*{}", table.name());
+    let shown = |chain: &str| {
+        sel.whole.contains(chain) || sel.rules.iter().any(|&i| parsed[i].chain == chain)
+    };
+    for c in decls.chains.iter().filter(|c| shown(&c.name)) {
+        let _ = writeln!(out, ":{} {}", c.name, c.policy.as_deref().unwrap_or("-"));
+    }
+    for c in decls.chains.iter().filter(|c| shown(&c.name)) {
+        let all: Vec<usize> = (0..parsed.len())
+            .filter(|&i| parsed[i].chain == c.name)
+            .collect();
+        let picked: Vec<usize> = if sel.whole.contains(&c.name) {
+            all.clone()
+        } else {
+            all.iter()
+                .copied()
+                .filter(|i| sel.rules.contains(i))
+                .collect()
+        };
+        let left_out = all.len() - picked.len();
+        if left_out > 0 {
+            let _ = writeln!(
+                out,
+                "# … {left_out} other rule{} of {} not shown",
+                if left_out == 1 { "" } else { "s" },
+                c.name
+            );
+        }
+        for i in picked {
+            let _ = writeln!(out, "{}", parsed[i].line);
+        }
+    }
+    out.push_str("COMMIT\n");
+}
+
+/// The IPVS virtual services of the targets (a bare-port target matches every address), with
+/// their real servers, in the kernel's order.
+pub fn ipvs_entries(table: &[TableEntry], targets: &[Target]) -> Vec<TableEntry> {
+    table
+        .iter()
+        .filter(|(svc, _)| match svc.service.key {
+            ServiceKey::Addr {
+                protocol,
+                addr,
+                port,
+            } => targets.iter().any(|t| {
+                let addr_ok = match t.addr {
+                    None => true, // a nodePort: every local address
+                    Some(a) => IpAddr::V4(a) == addr,
+                };
+                addr_ok && t.port == port && ipvs_protocol(t.protocol) == protocol
+            }),
+            ServiceKey::FwMark { .. } => false,
+        })
+        .cloned()
+        .collect()
+}
+
+fn ipvs_protocol(p: Protocol) -> ipvs_genl::Protocol {
+    match p {
+        Protocol::Tcp => ipvs_genl::Protocol::Tcp,
+        Protocol::Udp => ipvs_genl::Protocol::Udp,
+        Protocol::Sctp => ipvs_genl::Protocol::Sctp,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::programming::effective::{normalize_ipset_save, normalize_iptables_save};
+
+    /// kube-proxy iptables mode, two services: web (ClusterIP 10.96.0.10:80, NodePort 30080)
+    /// and other (10.96.0.11:80, no endpoints).
+    const IPTABLES: &str = r#"*nat
+:PREROUTING ACCEPT [0:0]
+:INPUT ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+:KUBE-EXT-WEB - [0:0]
+:KUBE-MARK-MASQ - [0:0]
+:KUBE-NODEPORTS - [0:0]
+:KUBE-POSTROUTING - [0:0]
+:KUBE-SEP-WEB1 - [0:0]
+:KUBE-SEP-OTHER1 - [0:0]
+:KUBE-SERVICES - [0:0]
+:KUBE-SVC-OTHER - [0:0]
+:KUBE-SVC-WEB - [0:0]
+-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+-A KUBE-EXT-WEB -m comment --comment "masquerade traffic for default/web:http external destinations" -j KUBE-MARK-MASQ
+-A KUBE-EXT-WEB -j KUBE-SVC-WEB
+-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
+-A KUBE-NODEPORTS -p tcp -m comment --comment "default/web:http" -m tcp --dport 30080 -j KUBE-EXT-WEB
+-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN
+-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0
+-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
+-A KUBE-SEP-WEB1 -s 10.244.2.10/32 -m comment --comment "default/web:http" -j KUBE-MARK-MASQ
+-A KUBE-SEP-WEB1 -p tcp -m comment --comment "default/web:http" -m tcp -j DNAT --to-destination 10.244.2.10:8080
+-A KUBE-SEP-OTHER1 -s 10.244.2.11/32 -j KUBE-MARK-MASQ
+-A KUBE-SEP-OTHER1 -p tcp -m tcp -j DNAT --to-destination 10.244.2.11:8080
+-A KUBE-SERVICES -d 10.96.0.10/32 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-WEB
+-A KUBE-SERVICES -d 10.96.0.11/32 -p tcp -m comment --comment "default/other cluster IP" -m tcp --dport 80 -j KUBE-SVC-OTHER
+-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS
+-A KUBE-SVC-OTHER -j KUBE-SEP-OTHER1
+-A KUBE-SVC-WEB ! -s 10.244.0.0/16 -d 10.96.0.10/32 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ
+-A KUBE-SVC-WEB -m comment --comment "default/web:http -> 10.244.2.10:8080" -j KUBE-SEP-WEB1
+COMMIT
+*filter
+:INPUT ACCEPT [0:0]
+:KUBE-SERVICES - [0:0]
+-A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A KUBE-SERVICES -d 10.96.0.12/32 -p tcp -m comment --comment "default/none has no endpoints" -m tcp --dport 80 -j REJECT --reject-with icmp-port-unreachable
+COMMIT
+"#;
+
+    fn tcp(addr: Option<[u8; 4]>, port: u16) -> Target {
+        Target {
+            protocol: Protocol::Tcp,
+            addr: addr.map(Ipv4Addr::from),
+            port,
+        }
+    }
+
+    #[test]
+    fn nodeport_excerpt_follows_the_path_and_keeps_masquerade_chains() {
+        let tables = normalize_iptables_save(IPTABLES);
+        let got = iptables_excerpt(
+            &tables,
+            &[],
+            &[tcp(Some([192, 168, 1, 10]), 30080), tcp(None, 30080)],
+        );
+        // The nodePort rule, how packets get to it, what it leads to, and masquerading.
+        for wanted in [
+            "-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES",
+            "-A POSTROUTING -m comment --comment \"kubernetes postrouting rules\" -j KUBE-POSTROUTING",
+            "--dst-type LOCAL -j KUBE-NODEPORTS",
+            "--dport 30080 -j KUBE-EXT-WEB",
+            "-A KUBE-EXT-WEB -j KUBE-SVC-WEB",
+            "-A KUBE-SVC-WEB ! -s 10.244.0.0/16",
+            "--to-destination 10.244.2.10:8080",
+            "-j MASQUERADE --random-fully",
+            "-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000",
+            "# … 2 other rules of KUBE-SERVICES not shown",
+        ] {
+            assert!(got.contains(wanted), "missing {wanted:?} in\n{got}");
+        }
+        // Another service's chains and the filter table (nothing there mentions a target).
+        for unwanted in ["KUBE-SVC-OTHER", "KUBE-SEP-OTHER1", "10.96.0.11", "*filter"] {
+            assert!(!got.contains(unwanted), "{unwanted:?} in\n{got}");
+        }
+    }
+
+    #[test]
+    fn clusterip_excerpt_matches_address_and_port_together() {
+        let tables = normalize_iptables_save(IPTABLES);
+        let got = iptables_excerpt(&tables, &[], &[tcp(Some([10, 96, 0, 10]), 80)]);
+        assert!(got.contains("-A KUBE-SERVICES -d 10.96.0.10/32"), "{got}");
+        assert!(!got.contains("KUBE-NODEPORTS"), "{got}");
+        assert!(!got.contains("10.96.0.11"), "{got}");
+        // Same address, another port: no rule mentions it, only the masquerade chains remain.
+        let other_port = iptables_excerpt(&tables, &[], &[tcp(Some([10, 96, 0, 10]), 9376)]);
+        assert!(!other_port.contains("KUBE-SVC-WEB"), "{other_port}");
+        assert!(other_port.contains(":KUBE-POSTROUTING -"), "{other_port}");
+        // A REJECT for a service without endpoints, in filter.
+        let reject = iptables_excerpt(&tables, &[], &[tcp(Some([10, 96, 0, 12]), 80)]);
+        assert!(
+            reject.contains("*filter\n:INPUT ACCEPT\n:KUBE-SERVICES -\n-A INPUT -m conntrack"),
+            "{reject}"
+        );
+        assert!(reject.contains("-j REJECT"), "{reject}");
+    }
+
+    #[test]
+    fn ipset_members_select_the_rules_matching_their_set() {
+        let save = "*nat\n:PREROUTING ACCEPT [0:0]\n:KUBE-MARK-MASQ - [0:0]\n:KUBE-NODE-PORT - [0:0]\n:KUBE-SERVICES - [0:0]\n\
+-A PREROUTING -j KUBE-SERVICES\n\
+-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000\n\
+-A KUBE-NODE-PORT -p tcp -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ\n\
+-A KUBE-NODE-PORT -p udp -m set --match-set KUBE-NODE-PORT-UDP dst -j KUBE-MARK-MASQ\n\
+-A KUBE-SERVICES ! -s 10.244.0.0/16 -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ\n\
+-A KUBE-SERVICES -m set --match-set KUBE-LOAD-BALANCER dst,dst -j ACCEPT\n\
+-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT\nCOMMIT\n";
+        let sets = normalize_ipset_save(
+            "create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536\n\
+add KUBE-CLUSTER-IP 10.96.0.10,tcp:80\nadd KUBE-CLUSTER-IP 10.96.0.11,tcp:80\n\
+create KUBE-LOAD-BALANCER hash:ip,port family inet hashsize 1024 maxelem 65536\n\
+create KUBE-NODE-PORT-TCP bitmap:port range 0-65535\nadd KUBE-NODE-PORT-TCP 30080\n\
+create KUBE-NODE-PORT-UDP bitmap:port range 0-65535\nadd KUBE-NODE-PORT-UDP 30080\n",
+        );
+        let targets = [tcp(Some([10, 96, 0, 10]), 80), tcp(None, 30080)];
+        let tables = normalize_iptables_save(save);
+        let got = iptables_excerpt(&tables, &sets, &targets);
+        assert!(
+            got.contains("--match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ"),
+            "{got}"
+        );
+        assert!(
+            got.contains("-p tcp -m set --match-set KUBE-NODE-PORT-TCP"),
+            "{got}"
+        );
+        assert!(
+            !got.contains("KUBE-NODE-PORT-UDP"),
+            "protocol mismatch: {got}"
+        );
+        assert!(!got.contains("KUBE-LOAD-BALANCER"), "{got}");
+        assert_eq!(
+            ipset_excerpt(&sets, &targets),
+            "create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536\n\
+add KUBE-CLUSTER-IP 10.96.0.10,tcp:80\n\
+# … 1 other entry of KUBE-CLUSTER-IP not shown\n\
+create KUBE-NODE-PORT-TCP bitmap:port range 0-65535\nadd KUBE-NODE-PORT-TCP 30080\n\
+create KUBE-NODE-PORT-UDP bitmap:port range 0-65535\nadd KUBE-NODE-PORT-UDP 30080\n"
+        );
+    }
+
+    #[test]
+    fn ipvs_services_of_the_targets_only() {
+        use ipvs_genl::{Destination, Info, Service, ServiceState, Stats};
+        let svc = |addr: [u8; 4], port: u16| {
+            let key = ServiceKey::Addr {
+                protocol: ipvs_genl::Protocol::Tcp,
+                addr: IpAddr::V4(addr.into()),
+                port,
+            };
+            let dest = ipvs_genl::DestinationState {
+                destination: Destination::new(IpAddr::V4([10, 244, 2, 10].into()), 8080),
+                active_conns: 0,
+                inactive_conns: 1,
+                persistent_conns: 0,
+                stats: Stats::default(),
+            };
+            (
+                ServiceState {
+                    service: Service::new(key, "rr"),
+                    stats: Stats::default(),
+                },
+                vec![dest],
+            )
+        };
+        let table = vec![
+            svc([10, 96, 0, 10], 80),
+            svc([10, 96, 0, 11], 80),
+            svc([192, 168, 1, 10], 30080),
+            svc([10, 244, 1, 1], 30080),
+        ];
+        let picked = ipvs_entries(&table, &[tcp(Some([10, 96, 0, 10]), 80), tcp(None, 30080)]);
+        assert_eq!(picked.len(), 3);
+        let text = ipvs_genl::format_list(
+            &Info {
+                version: 0x010201,
+                conn_table_size: 4096,
+            },
+            &picked,
+        );
+        assert!(
+            text.contains("TCP  10.96.0.10:80 rr\n  -> 10.244.2.10:8080"),
+            "{text}"
+        );
+        assert!(text.contains("TCP  192.168.1.10:30080 rr"), "{text}");
+        assert!(!text.contains("10.96.0.11"), "{text}");
+    }
+
+    #[test]
+    fn entries_match_address_protocol_and_port() {
+        let t = tcp(Some([10, 96, 0, 10]), 80);
+        assert!(entry_matches("10.96.0.10,tcp:80", &t));
+        assert!(entry_matches("10.96.0.10", &t));
+        assert!(entry_matches("10.96.0.10,tcp:80,192.168.1.0/24", &t));
+        assert!(!entry_matches("10.96.0.10,udp:80", &t));
+        assert!(!entry_matches("10.96.0.10,tcp:81", &t));
+        assert!(!entry_matches("10.244.2.10,tcp:80,10.244.2.10", &t));
+        assert!(entry_matches("30080", &tcp(None, 30080)));
+    }
+}

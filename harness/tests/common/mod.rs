@@ -1,0 +1,51 @@
+//! What several integration tests share: deliberately broken proxiers.
+
+use kpct::cluster::{ClusterState, NodeContext};
+use kpct::programming::{Programming, Table};
+use kpct::proxier::{builtin, Proxier};
+
+/// Programs like the built-in proxier `inner`, then applies `mutate`; labelled `name` (which
+/// may be `inner` itself, so the scenarios' per-proxier expectations still apply).
+pub struct Mutated {
+    pub name: &'static str,
+    pub inner: &'static str,
+    pub mutate: fn(&mut Programming) -> anyhow::Result<()>,
+}
+
+impl Proxier for Mutated {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
+        let mut p = builtin(self.inner)
+            .expect("a built-in proxier")
+            .program(cluster, node)?;
+        (self.mutate)(&mut p)?;
+        Ok(p)
+    }
+    fn random_backend_choice(&self) -> bool {
+        builtin(self.inner)
+            .expect("a built-in proxier")
+            .random_backend_choice()
+    }
+}
+
+/// Removes the service MASQUERADE rule of KUBE-POSTROUTING (not the hairpin one), and only it.
+pub fn drop_postrouting_masquerade(p: &mut Programming) -> anyhow::Result<()> {
+    let nat = p
+        .iptables
+        .get_mut(&Table::Nat)
+        .expect("the proxier writes nat");
+    let before = nat.rules.len();
+    nat.rules.retain(|r| {
+        !(r.starts_with("-A KUBE-POSTROUTING")
+            && r.contains("-j MASQUERADE")
+            && !r.contains("KUBE-LOOP-BACK"))
+    });
+    assert_eq!(
+        before - 1,
+        nat.rules.len(),
+        "exactly the service MASQUERADE rule was removed"
+    );
+    Ok(())
+}

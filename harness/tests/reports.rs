@@ -1,0 +1,367 @@
+//! The documents `kpct run` writes, from real runs in namespaces (kube-proxy-iptables, so they
+//! run natively) and from synthetic results:
+//!
+//! * `--report FILE.md|.html`: a bundled scenario against a proxier broken like in
+//!   `mutation.rs` (its service MASQUERADE rule removed) must produce a report naming the
+//!   violated expectation, the observed source and the KUBE-POSTROUTING chain as the kernel held
+//!   it; the intact proxier's report must say that everything passed.
+//! * `--junit FILE`: valid against the Jenkins xunit plugin's `junit-10.xsd`
+//!   (`fixtures/junit-10.xsd`), checked with `xmllint --schema`. xmllint is required: without
+//!   it these tests fail, they do not skip.
+
+mod common;
+
+use common::{drop_postrouting_masquerade, Mutated};
+use kpct::observe::{ProbeObservation, ShotObservation, Verdict};
+use kpct::probe::probe_timeout;
+use kpct::programming::Programming;
+use kpct::proxier::{builtin, Proxier};
+use kpct::report::document::{self, Format, RunError};
+use kpct::run::{ScenarioObservation, ScenarioRun};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+const SCENARIO: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../scenarios/nodeport-external-each-node.yaml"
+);
+const XSD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/junit-10.xsd");
+
+fn refuse(_: &mut Programming) -> anyhow::Result<()> {
+    anyhow::bail!("refusing to program <this> node & \"that\" one \u{1b}[31m(coloured)\u{1b}[0m")
+}
+
+const BROKEN: &str = "kube-proxy-iptables-without-masquerade";
+
+struct RealRuns {
+    intact: ScenarioRun,
+    broken: ScenarioRun,
+    /// A run that could not complete: the proxier fails to program.
+    error: RunError,
+}
+
+/// The real runs, made once for every test of this file.
+fn real() -> &'static RealRuns {
+    static RUNS: OnceLock<RealRuns> = OnceLock::new();
+    RUNS.get_or_init(|| {
+        let scenario = kpct::scenario::load(Path::new(SCENARIO)).unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let run =
+            |p: &dyn Proxier| rt.block_on(kpct::run::run_scenario(&scenario, p, probe_timeout()));
+        let intact = run(builtin("kube-proxy-iptables").unwrap().as_ref()).unwrap();
+        let broken = run(&Mutated {
+            name: BROKEN,
+            inner: "kube-proxy-iptables",
+            mutate: drop_postrouting_masquerade,
+        })
+        .unwrap();
+        let failing = Mutated {
+            name: "kube-proxy-iptables-refusing",
+            inner: "kube-proxy-iptables",
+            mutate: refuse,
+        };
+        let e = run(&failing).expect_err("a proxier that refuses cannot complete a run");
+        RealRuns {
+            intact,
+            broken,
+            error: (scenario.name.clone(), failing.name.into(), format!("{e:#}")),
+        }
+    })
+}
+
+/// Runs `xmllint ARGS FILE` on `input` written to a file of its own (tests run in parallel).
+fn xmllint(args: &[&str], input: &str, what: &str) -> Result<(), String> {
+    static SEQ: AtomicUsize = AtomicUsize::new(0);
+    let file: PathBuf = std::env::temp_dir().join(format!(
+        "kpct-reports-{}-{}-{what}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::write(&file, input).unwrap();
+    let out = Command::new("xmllint").args(args).arg(&file).output();
+    let _ = std::fs::remove_file(&file);
+    let out = out.unwrap_or_else(|e| {
+        panic!("xmllint is required (apt-get install libxml2-utils, see ci/install-deps.sh): {e}")
+    });
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "xmllint {args:?} rejects {what}:\n{}\n--- document ---\n{input}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+fn validate_junit(xml: &str) -> Result<(), String> {
+    xmllint(&["--noout", "--schema", XSD], xml, "junit.xml")
+}
+
+// ---------------------------------------------------------------------------------------------
+// --report
+
+#[test]
+fn report_of_a_failing_run_shows_expectation_observation_and_kernel_state() {
+    let r = real();
+    assert!(r.intact.violations.is_empty(), "{:#?}", r.intact.violations);
+    assert!(!r.broken.violations.is_empty(), "the mutation is caught");
+    assert!(
+        r.intact.evidence.is_empty(),
+        "nothing captured for a passing run"
+    );
+    let runs = [r.intact.clone(), r.broken.clone()];
+    let md = document::render(Format::Markdown, &runs, &[]);
+    let html = document::render(Format::Html, &runs, &[]);
+    for (doc, what) in [(&md, "markdown"), (&html, "html")] {
+        for wanted in [
+            // the failing probe and its spec
+            "external-to-node-a-nodeport",
+            "service web port http via nodePort node node-a",
+            // the violated expectation
+            "expected source Masqueraded (client 192.168.1.100), observed preserved",
+            // the declared expectation
+            "reaches [web-b], source masqueraded, reply true",
+            // the kernel state: the masquerade chain as the kernel held it, without its
+            // MASQUERADE rule, and the NodePort path
+            ":KUBE-POSTROUTING -",
+            "-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0",
+            "--dport 30080 -j KUBE-EXT-",
+        ] {
+            let wanted = if what == "html" {
+                kpct::report::markup::xml_escape(wanted)
+            } else {
+                wanted.to_string()
+            };
+            assert!(
+                doc.contains(&wanted),
+                "{what} report lacks {wanted:?}:\n{doc}"
+            );
+        }
+        assert!(
+            !doc.contains("-j MASQUERADE --random-fully"),
+            "the removed rule is not shown as present:\n{doc}"
+        );
+        assert!(doc.contains("Result: FAILED."), "{doc}");
+    }
+    // The observed source, as a table cell.
+    assert!(md.contains("| `preserved` |"), "{md}");
+    assert!(html.contains("<td><code>preserved</code></td>"), "{html}");
+    // Fenced excerpts; passing probes one line each.
+    assert!(md.contains("```text\n*nat\n"), "{md}");
+    assert!(
+        md.contains("- `nodeport-external-each-node` × `kube-proxy-iptables`: `external-to-node-a-nodeport` — delivered → web-b\n"),
+        "{md}"
+    );
+    // The HTML is well-formed.
+    xmllint(&["--noout"], &html, "report.html").unwrap();
+    insta::with_settings!({
+        snapshot_path => "../../snapshots",
+        prepend_module_to_snapshot => false,
+        omit_expression => true,
+        description => "kpct run --report, nodeport-external-each-node: intact kube-proxy-iptables, and without its MASQUERADE rule",
+    }, {
+        insta::assert_snapshot!("report-nodeport-external-each-node-without-masquerade", md);
+    });
+}
+
+#[test]
+fn report_of_passing_runs_says_all_passed() {
+    let r = real();
+    let runs = [r.intact.clone()];
+    let md = document::render(Format::Markdown, &runs, &[]);
+    assert!(
+        md.contains("**Result: all passed.** All 2 probes passed; no run failed to complete."),
+        "{md}"
+    );
+    assert!(!md.contains("## Failures"), "{md}");
+    let html = document::render(Format::Html, &runs, &[]);
+    assert!(
+        html.contains("<strong>Result: all passed.</strong>"),
+        "{html}"
+    );
+    xmllint(&["--noout"], &html, "passing.html").unwrap();
+}
+
+#[test]
+fn report_lists_runs_that_could_not_complete_escaped() {
+    let r = real();
+    let errors = [r.error.clone()];
+    let html = document::render(Format::Html, &[], &errors);
+    xmllint(&["--noout"], &html, "error.html").unwrap();
+    assert!(
+        html.contains("refusing to program &lt;this&gt; node &amp; &quot;that&quot;"),
+        "{html}"
+    );
+    let md = document::render(Format::Markdown, &[], &errors);
+    assert!(md.contains("## Errors"), "{md}");
+    assert!(
+        md.contains("refusing to program <this> node"),
+        "verbatim in a code block: {md}"
+    );
+}
+
+#[test]
+fn an_unknown_report_format_fails_before_anything_runs() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kpct"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .args([
+            "run",
+            "--proxier",
+            "kube-proxy-iptables",
+            "--scenario",
+            "scenarios/clusterip-udp.yaml",
+            "--report",
+            "/nonexistent/report.txt",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--report /nonexistent/report.txt")
+            && stderr.contains(".md")
+            && stderr.contains(".html"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("clusterip-udp ×"), "nothing ran: {stderr}");
+}
+
+/// IPVS mode: the report shows the virtual services of the NodePort with their real servers
+/// (`ipvsadm -Ln`), the ipset entries and the rules using those sets.
+#[test]
+fn needs_ipvs_report_shows_ipvs_virtual_services_and_ipsets() {
+    kpct::caps::require_ipvs();
+    let scenario = kpct::scenario::load(Path::new(SCENARIO)).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let broken = Mutated {
+        name: "kube-proxy-ipvs-without-masquerade",
+        inner: "kube-proxy-ipvs",
+        mutate: drop_postrouting_masquerade,
+    };
+    let run = rt
+        .block_on(kpct::run::run_scenario(&scenario, &broken, probe_timeout()))
+        .unwrap();
+    assert!(!run.violations.is_empty(), "the mutation is caught");
+    let md = document::render(Format::Markdown, &[run], &[]);
+    println!("{md}"); // shown with --nocapture
+    for wanted in [
+        "IP Virtual Server version",
+        "TCP  192.168.1.10:30080 rr",
+        "TCP  10.96.0.10:80 rr",
+        "  -> 10.244.2.20:8080",
+        "add KUBE-NODE-PORT-TCP 30080",
+        "--match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ",
+        ":KUBE-POSTROUTING -",
+        "kube-ipvs0 (DOWN, NOARP)",
+    ] {
+        assert!(md.contains(wanted), "report lacks {wanted:?}:\n{md}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// --junit
+
+#[test]
+fn junit_of_real_runs_validates_against_the_xunit_schema() {
+    let r = real();
+    let xml = kpct::report::junit(
+        &[r.intact.clone(), r.broken.clone()],
+        std::slice::from_ref(&r.error),
+    );
+    validate_junit(&xml).unwrap();
+    assert!(
+        xml.contains("tests=\"5\" failures=\"2\" errors=\"1\""),
+        "{xml}"
+    );
+    assert!(xml.contains("<failure type=\"expectation\""), "{xml}");
+    assert!(xml.contains("<error type=\"setup\""), "{xml}");
+    assert!(
+        xml.contains("KUBE-POSTROUTING"),
+        "the failure carries the kernel state: {xml}"
+    );
+}
+
+fn shot(verdict: Verdict, backend: Option<&str>, source: Option<&str>) -> ShotObservation {
+    ShotObservation {
+        verdict,
+        backend: backend.map(String::from),
+        backend_saw: None,
+        source: source.map(String::from),
+        reply: Some("from 10.96.0.10:80".into()),
+        source_ip_seen: None,
+        reply_translated: Some(true),
+        sport: 20000,
+    }
+}
+
+fn synthetic(scenario: &str, probe: &str, violation: Option<&str>) -> ScenarioRun {
+    let s = shot(Verdict::Delivered, Some("web-1"), Some("preserved"));
+    ScenarioRun {
+        observation: ScenarioObservation {
+            scenario: scenario.into(),
+            proxier: "exec:my-proxier --flag=\"<x>\"".into(),
+            nodes: Vec::new(),
+            probes: vec![ProbeObservation {
+                probe: probe.into(),
+                from: "pod client (10.244.1.10:20000)".into(),
+                to: "tcp 10.96.0.10:80".into(),
+                shots: vec![s.clone()],
+                outcomes: None,
+                shots_fired: None,
+                backends: vec!["web-1".into()],
+                all: vec![s],
+                client_ip: None,
+            }],
+        },
+        violations: violation
+            .map(|v| vec![format!("{scenario} [x]: probe `{probe}`: {v}")])
+            .unwrap_or_default(),
+        evidence: Vec::new(),
+    }
+}
+
+#[test]
+fn junit_of_synthetic_results_validates_and_escapes() {
+    let runs = [
+        synthetic("passing", "pod-to-clusterip", None),
+        synthetic(
+            "failing & <odd>",
+            "probe \"quoted\"",
+            Some("expected source Masqueraded (client 10.244.1.10), observed preserved"),
+        ),
+    ];
+    let errors: [RunError; 1] = [(
+        "broken".into(),
+        "exec:x".into(),
+        "iptables-restore failed: \u{1b}[1mline 3\u{1b}[0m <bad> & \"worse\"\u{0}".into(),
+    )];
+    let xml = kpct::report::junit(&runs, &errors);
+    validate_junit(&xml).unwrap();
+    assert!(
+        xml.contains("tests=\"3\" failures=\"1\" errors=\"1\""),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(
+            "name=\"failing &amp; &lt;odd&gt;@exec:my-proxier --flag=&quot;&lt;x&gt;&quot;\""
+        ),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("\\u{1b}[1mline 3"),
+        "control characters are spelled out: {xml}"
+    );
+}
+
+#[test]
+fn the_schema_check_rejects_broken_junit() {
+    // The validation can fail: a testsuite without its required `name`, and a stray element.
+    let ok = kpct::report::junit(&[synthetic("s", "p", None)], &[]);
+    validate_junit(&ok).unwrap();
+    let nameless = ok.replacen(" name=\"s@", " id=\"s@", 1);
+    assert!(validate_junit(&nameless).is_err(), "{nameless}");
+    let stray = ok.replacen("/>", "><result>pass</result></testcase>", 1);
+    assert!(validate_junit(&stray).is_err(), "{stray}");
+}

@@ -1,0 +1,197 @@
+//! `kpct trace`: one shot of a probe with the kernel's nf_tables trace on every node. The RKE2
+//! walkthrough's NodePort packet must show, observed, the path the seed note draws by hand.
+
+use kpct::probe::probe_timeout;
+use kpct::trace::{PacketPath, Trace};
+use std::path::Path;
+
+fn trace(scenario: &str, probe: &str, proxier_name: &str) -> Trace {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios")
+        .join(scenario);
+    let scenario = kpct::scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let proxier = kpct::proxier::builtin(proxier_name).expect("a built-in proxier");
+    tokio::runtime::Runtime::new()
+        .expect("a tokio runtime")
+        .block_on(kpct::trace::trace(
+            &scenario,
+            probe,
+            proxier.as_ref(),
+            probe_timeout(),
+        ))
+        .unwrap_or_else(|e| panic!("tracing {probe} against {proxier_name}: {e:#}"))
+}
+
+/// The path of the probe's first packet (the client's SYN) through `node`.
+fn request_path(trace: &Trace, node: &str) -> PacketPath {
+    let node = trace
+        .nodes
+        .iter()
+        .find(|n| n.node == node)
+        .unwrap_or_else(|| panic!("no node {node} in the trace:\n{trace}"));
+    node.paths()
+        .into_iter()
+        .find(|p| p.first_seen.ends_with(" SYN"))
+        .unwrap_or_else(|| panic!("no SYN traced on {}:\n{trace}", node.node))
+}
+
+/// Asserts that hops matching each pattern occur in this order (other hops may come between).
+fn assert_in_order(trace: &Trace, path: &PacketPath, patterns: &[&str]) {
+    let mut rest = path.hops.iter();
+    for pattern in patterns {
+        assert!(
+            rest.any(|hop| hop.contains(pattern)),
+            "`{pattern}` missing or out of order in {:?}\n\nfull trace:\n{trace}",
+            path.hops
+        );
+    }
+}
+
+#[test]
+fn needs_ipvs_trace_shows_kube_node_port_then_ipvs_then_masquerade() {
+    kpct::caps::require_ipvs();
+    let trace = trace(
+        "rke2-ipvs-node.yaml",
+        "external-to-nodeport",
+        "kube-proxy-ipvs",
+    );
+    let path = request_path(&trace, "node-a");
+    assert!(
+        path.first_seen.contains("DST=192.168.1.10 ") && path.first_seen.contains("DPORT=30080")
+    );
+    assert_in_order(
+        &trace,
+        &path,
+        &[
+            "nat:PREROUTING",
+            "nat:KUBE-SERVICES",
+            "nat:KUBE-NODE-PORT",
+            "nat:KUBE-MARK-MASQ [MARK --set-xmark 0x4000/0x4000]",
+            "filter:INPUT",
+            "IPVS TCP 192.168.1.10:30080 rr -> 10.244.1.1",
+            "nat:POSTROUTING",
+            // The mark is cleared so the packet is not masqueraded twice, then MASQUERADE.
+            "nat:KUBE-POSTROUTING [MARK --set-xmark 0x4000/0x0] [MASQUERADE --random-fully]",
+        ],
+    );
+    let ipvs_hop = path
+        .hops
+        .iter()
+        .find(|h| h.starts_with("IPVS"))
+        .expect("an IPVS hop");
+    assert!(ipvs_hop.ends_with(":8080 Masq"), "{ipvs_hop}");
+    // IPVS mode has no per-service DNAT rules: the translation is IPVS's alone.
+    assert!(
+        !path.hops.iter().any(|h| h.contains("DNAT")),
+        "{:?}",
+        path.hops
+    );
+    let text = trace.to_string();
+    assert!(text.contains("ipvsadm -Lnc:"), "{text}");
+    assert!(
+        text.contains("192.168.1.100:21000 192.168.1.10:30080 10.244.1.1"),
+        "{text}"
+    );
+    let node_b = trace
+        .nodes
+        .iter()
+        .find(|n| n.node == "node-b")
+        .expect("node-b");
+    assert!(
+        node_b.events.is_empty(),
+        "the probe never touches node-b:\n{text}"
+    );
+}
+
+#[test]
+fn needs_ipvs_trace_follows_a_clusterip_packet_across_the_overlay() {
+    kpct::caps::require_ipvs();
+    let trace = trace("rke2-ipvs-node.yaml", "pod-to-clusterip", "kube-proxy-ipvs");
+    // The client's node balances (IPVS on the ClusterIP bound to kube-ipvs0) and does not
+    // masquerade; the backend's node only forwards what arrives from flannel.1.
+    let client_side = request_path(&trace, "node-b");
+    assert_in_order(
+        &trace,
+        &client_side,
+        &[
+            "nat:PREROUTING",
+            "nat:KUBE-SERVICES",
+            "filter:INPUT",
+            "IPVS TCP 10.96.123.45:80 rr -> 10.244.1.1",
+            "nat:POSTROUTING",
+        ],
+    );
+    assert!(
+        !client_side.hops.iter().any(|h| h.contains("MASQUERADE")),
+        "{:?}",
+        client_side.hops
+    );
+    let backend_side = request_path(&trace, "node-a");
+    assert!(
+        backend_side.first_seen.starts_with("IN=flannel.1 "),
+        "{}",
+        backend_side.first_seen
+    );
+    assert_in_order(&trace, &backend_side, &["raw:PREROUTING", "filter:FORWARD"]);
+    assert!(
+        !backend_side.hops.iter().any(|h| h.starts_with("IPVS")),
+        "{:?}",
+        backend_side.hops
+    );
+}
+
+#[test]
+fn trace_shows_the_iptables_nodeport_chain_walk() {
+    let trace = trace(
+        "rke2-ipvs-node.yaml",
+        "external-to-nodeport",
+        "kube-proxy-iptables",
+    );
+    let path = request_path(&trace, "node-a");
+    assert_in_order(
+        &trace,
+        &path,
+        &[
+            "nat:PREROUTING",
+            "nat:KUBE-SERVICES",
+            "nat:KUBE-NODEPORTS",
+            "nat:KUBE-EXT-",
+            "nat:KUBE-MARK-MASQ [MARK --set-xmark 0x4000/0x4000]",
+            "nat:KUBE-SVC-",
+            "[DNAT --to-destination 10.244.1.1",
+            "filter:FORWARD",
+            // The mark is cleared so the packet is not masqueraded twice, then MASQUERADE.
+            "nat:KUBE-POSTROUTING [MARK --set-xmark 0x4000/0x0] [MASQUERADE --random-fully]",
+        ],
+    );
+    assert!(
+        !path.hops.iter().any(|h| h.starts_with("IPVS")),
+        "no IPVS in iptables mode: {:?}",
+        path.hops
+    );
+    let text = trace.to_string();
+    assert!(text.contains("outcome: Delivered to web-"), "{text}");
+    assert!(text.contains("conntrack -L:"), "{text}");
+    assert!(text.contains("sport=21000 dport=30080"), "{text}");
+}
+
+#[test]
+fn trace_names_the_probes_of_a_scenario_when_one_is_unknown() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/rke2-ipvs-node.yaml");
+    let scenario = kpct::scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let proxier = kpct::proxier::builtin("kube-proxy-iptables").expect("a built-in proxier");
+    let err = tokio::runtime::Runtime::new()
+        .expect("a tokio runtime")
+        .block_on(kpct::trace::trace(
+            &scenario,
+            "no-such-probe",
+            proxier.as_ref(),
+            probe_timeout(),
+        ))
+        .expect_err("an unknown probe is an error");
+    assert_eq!(
+        err.to_string(),
+        "scenario rke2-ipvs-node has no probe `no-such-probe`; its probes: pod-to-clusterip, \
+         external-to-nodeport, external-to-nodeport-on-node-b, external-to-local-nodeport"
+    );
+}
