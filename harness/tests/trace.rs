@@ -5,7 +5,7 @@ use kpct::probe::probe_timeout;
 use kpct::trace::{PacketPath, Trace};
 use std::path::Path;
 
-fn trace(scenario: &str, probe: &str, proxier_name: &str) -> Trace {
+fn try_trace(scenario: &str, probe: &str, proxier_name: &str) -> anyhow::Result<Trace> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../scenarios")
         .join(scenario);
@@ -19,6 +19,10 @@ fn trace(scenario: &str, probe: &str, proxier_name: &str) -> Trace {
             proxier.as_ref(),
             probe_timeout(),
         ))
+}
+
+fn trace(scenario: &str, probe: &str, proxier_name: &str) -> Trace {
+    try_trace(scenario, probe, proxier_name)
         .unwrap_or_else(|e| panic!("tracing {probe} against {proxier_name}: {e:#}"))
 }
 
@@ -177,18 +181,12 @@ fn trace_shows_the_iptables_nodeport_chain_walk() {
 
 #[test]
 fn trace_names_the_probes_of_a_scenario_when_one_is_unknown() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/rke2-ipvs-node.yaml");
-    let scenario = kpct::scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let proxier = kpct::proxier::builtin("kube-proxy-iptables").expect("a built-in proxier");
-    let err = tokio::runtime::Runtime::new()
-        .expect("a tokio runtime")
-        .block_on(kpct::trace::trace(
-            &scenario,
-            "no-such-probe",
-            proxier.as_ref(),
-            probe_timeout(),
-        ))
-        .expect_err("an unknown probe is an error");
+    let err = try_trace(
+        "rke2-ipvs-node.yaml",
+        "no-such-probe",
+        "kube-proxy-iptables",
+    )
+    .expect_err("an unknown probe is an error");
     assert_eq!(
         err.to_string(),
         "scenario rke2-ipvs-node has no probe `no-such-probe`; its probes: pod-to-clusterip, \
