@@ -162,8 +162,20 @@ fn br_netfilter(ns: &Netns) -> Result<Cap> {
 /// The sysctl file that exists once br_netfilter is active in a namespace.
 pub const BRIDGE_NF_CALL_IPTABLES: &str = "/proc/sys/net/bridge/bridge-nf-call-iptables";
 
-/// Probes the kernel. Creates and removes one namespace; never touches the root namespace.
+/// The running kernel's capabilities, probed on the first call of a process and remembered:
+/// probing loads modules and builds a namespace (slow under TCG), and a kernel's features do not
+/// change while the suite runs.
 pub fn detect() -> Result<Capabilities> {
+    static DETECTED: std::sync::OnceLock<Capabilities> = std::sync::OnceLock::new();
+    if let Some(caps) = DETECTED.get() {
+        return Ok(caps.clone());
+    }
+    let caps = probe()?;
+    Ok(DETECTED.get_or_init(|| caps).clone())
+}
+
+/// Probes the kernel. Creates and removes one namespace; never touches the root namespace.
+fn probe() -> Result<Capabilities> {
     load_modules();
     let kernel = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())

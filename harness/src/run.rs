@@ -176,9 +176,7 @@ impl<P: Proxier + ?Sized> NodeProgrammer for P {
 
 /// The applier settings an external proxier's output is applied with.
 fn applier() -> Result<Applier> {
-    Ok(Applier::new(ApplyOptions::from_caps(
-        &crate::caps::detect()?
-    )))
+    Ok(Applier::new(ApplyOptions::for_running_kernel()?))
 }
 
 impl NodeProgrammer for ExecProxier {

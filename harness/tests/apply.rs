@@ -17,15 +17,12 @@ fn netns(role: &str) -> Netns {
     Netns::create(&format!("{}{role}", RunPrefix::next().as_str())).expect("create namespace")
 }
 
-/// Probed once per test binary: probing loads modules and builds a namespace, which is slow
-/// under TCG.
-fn kernel() -> &'static caps::Capabilities {
-    static CAPS: std::sync::OnceLock<caps::Capabilities> = std::sync::OnceLock::new();
-    CAPS.get_or_init(|| caps::detect().expect("probe kernel capabilities"))
+fn kernel() -> caps::Capabilities {
+    caps::detect().expect("probe kernel capabilities")
 }
 
 fn applier() -> Applier {
-    Applier::new(ApplyOptions::from_caps(kernel()))
+    Applier::new(ApplyOptions::for_running_kernel().expect("probe kernel capabilities"))
 }
 
 fn dummy_expected() -> bool {

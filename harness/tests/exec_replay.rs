@@ -1,6 +1,5 @@
 //! `exec:` and `replay:` proxiers against the real kernel (needs root; no IPVS).
 
-use kpct::caps;
 use kpct::cluster::{ClusterState, NodeContext};
 use kpct::netns::{install_signal_cleanup, Netns};
 use kpct::programming::{
@@ -21,11 +20,8 @@ fn netns(role: &str) -> Netns {
     Netns::create(&format!("{}{role}", RunPrefix::next().as_str())).expect("create namespace")
 }
 
-/// Probed once per test binary (probing is slow under TCG).
 fn applier() -> Applier {
-    static CAPS: std::sync::OnceLock<caps::Capabilities> = std::sync::OnceLock::new();
-    let caps = CAPS.get_or_init(|| caps::detect().expect("probe kernel capabilities"));
-    Applier::new(ApplyOptions::from_caps(caps))
+    Applier::new(ApplyOptions::for_running_kernel().expect("probe kernel capabilities"))
 }
 
 fn scenario() -> (ClusterState, NodeContext) {

@@ -2,11 +2,14 @@
 //! proves the kernel's IPVS dataplane works in the suite's topology before any proxier is
 //! involved. Needs IP_VS: run through `ci/test.sh`, which boots a kernel with it when needed.
 
+mod common;
+
+use common::udp_socket;
 use kpct::caps::require_ipvs;
 use kpct::capture::{Capture, Flow};
 use kpct::scenario::Scenario;
 use kpct::topology::Topology;
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 const SCENARIO: &str = r#"
@@ -62,18 +65,8 @@ async fn needs_ipvs_virtual_server_in_a_node_netns_translates_real_packets() {
 
     let node_b = topo.node("node-b").unwrap();
     let mut at_b1 = Capture::open(&node_b.netns, &b1.host_veth).unwrap();
-    let server = b1
-        .netns
-        .run(|| UdpSocket::bind(SocketAddrV4::new(b1.ip, 5353)))
-        .unwrap()
-        .unwrap();
-    let client = a1
-        .netns
-        .run(|| UdpSocket::bind(SocketAddrV4::new(a1.ip, 40000)))
-        .unwrap()
-        .unwrap();
-    server.set_read_timeout(Some(WAIT)).unwrap();
-    client.set_read_timeout(Some(WAIT)).unwrap();
+    let server = udp_socket(&b1.netns, SocketAddrV4::new(b1.ip, 5353), WAIT);
+    let client = udp_socket(&a1.netns, SocketAddrV4::new(a1.ip, 40000), WAIT);
 
     client
         .send_to(b"query", SocketAddrV4::new(VIP, 53))

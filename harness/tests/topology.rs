@@ -1,10 +1,13 @@
 //! The topology engine against the real kernel (needs root; no IPVS).
 
+mod common;
+
+use common::udp_socket;
 use kpct::capture::{Capture, Flow};
 use kpct::scenario::Scenario;
 use kpct::topology::naming::VXLAN_PORT;
 use kpct::topology::Topology;
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 const TWO_NODES_FOUR_PODS: &str = r#"
@@ -39,18 +42,8 @@ async fn pod_to_pod_across_nodes_goes_over_vxlan_and_replies() {
     let mut on_b1_veth = Capture::open(&node_b.netns, &b1.host_veth).unwrap();
     let mut on_node_b_underlay = Capture::open(&node_b.netns, "eth0").unwrap();
 
-    let server = b1
-        .netns
-        .run(|| UdpSocket::bind(SocketAddrV4::new(b1.ip, 8080)))
-        .unwrap()
-        .unwrap();
-    let client = a1
-        .netns
-        .run(|| UdpSocket::bind(SocketAddrV4::new(a1.ip, 40000)))
-        .unwrap()
-        .unwrap();
-    server.set_read_timeout(Some(WAIT)).unwrap();
-    client.set_read_timeout(Some(WAIT)).unwrap();
+    let server = udp_socket(&b1.netns, SocketAddrV4::new(b1.ip, 8080), WAIT);
+    let client = udp_socket(&a1.netns, SocketAddrV4::new(a1.ip, 40000), WAIT);
 
     client
         .send_to(b"probe", SocketAddrV4::new(b1.ip, 8080))

@@ -54,6 +54,11 @@ impl ApplyOptions {
             ..ApplyOptions::default()
         }
     }
+
+    /// [`ApplyOptions::from_caps`] for the kernel this process runs on.
+    pub fn for_running_kernel() -> anyhow::Result<ApplyOptions> {
+        Ok(ApplyOptions::from_caps(&crate::caps::detect()?))
+    }
 }
 
 /// The steps of an apply, in order.

@@ -1,8 +1,14 @@
-//! What several integration tests share: deliberately broken proxiers.
+//! What several integration tests share: deliberately broken proxiers, a UDP socket pair
+//! across pods.
+// Each test binary compiles this module and uses a part of it.
+#![allow(dead_code)]
 
 use kpct::cluster::{ClusterState, NodeContext};
+use kpct::netns::Netns;
 use kpct::programming::{Programming, Table};
 use kpct::proxier::{builtin, Proxier};
+use std::net::{SocketAddrV4, UdpSocket};
+use std::time::Duration;
 
 /// Programs like the built-in proxier `inner`, then applies `mutate`; labelled `name` (which
 /// may be `inner` itself, so the scenarios' per-proxier expectations still apply).
@@ -48,4 +54,16 @@ pub fn drop_postrouting_masquerade(p: &mut Programming) -> anyhow::Result<()> {
         "exactly the service MASQUERADE rule was removed"
     );
     Ok(())
+}
+
+/// A UDP socket bound to `addr` inside namespace `ns`, whose reads give up after `wait`.
+pub fn udp_socket(ns: &Netns, addr: SocketAddrV4, wait: Duration) -> UdpSocket {
+    let socket = ns
+        .run(|| UdpSocket::bind(addr))
+        .expect("entering the namespace")
+        .unwrap_or_else(|e| panic!("binding {addr} in {}: {e}", ns.name()));
+    socket
+        .set_read_timeout(Some(wait))
+        .expect("setting the read timeout");
+    socket
 }
