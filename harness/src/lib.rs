@@ -10,6 +10,7 @@ pub mod evidence;
 pub mod lab;
 pub mod netns;
 pub mod observe;
+pub mod output;
 pub mod probe;
 pub mod programming;
 pub mod progress;

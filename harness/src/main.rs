@@ -285,7 +285,32 @@ fn run_command(
     junit: Option<&std::path::Path>,
     report: Option<&std::path::Path>,
 ) -> Result<()> {
-    // Before anything runs: an unknown report format is a usage error.
+    // Before anything runs: an output that cannot be written and an unknown report format are
+    // usage errors.
+    {
+        use kpct::output::{Output, OutputKind};
+        let outputs: Vec<Output> = [
+            junit.map(|path| Output {
+                flag: "--junit",
+                path,
+                kind: OutputKind::File,
+            }),
+            report.map(|path| Output {
+                flag: "--report",
+                path,
+                kind: OutputKind::File,
+            }),
+            observations.map(|path| Output {
+                flag: "--observations",
+                path,
+                kind: OutputKind::Directory,
+            }),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        kpct::output::ensure_writable(&outputs)?;
+    }
     let report = report
         .map(|path| {
             kpct::report::document::Format::from_path(path)

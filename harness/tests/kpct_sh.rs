@@ -1,0 +1,84 @@
+//! `ci/kpct.sh` on a kernel without IP_VS runs kpct in a VM that sees only the repository
+//! writable: every output path given to `run` must be made writable in the VM (or refused before
+//! booting), or the file is written inside the VM and lost. The VM command is checked here
+//! without booting (KPCT_VM_DRY_RUN); that a `--rwdir` output comes back from the VM was checked
+//! by hand (see the README's "The two commands").
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .expect("the repository")
+}
+
+fn kpct_sh(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new("bash")
+        .arg(repo().join("ci/kpct.sh"))
+        .args(args)
+        .env("KPCT_VM", "1")
+        .env("KPCT_VM_DRY_RUN", "1")
+        .env("KPCT_BIN", env!("CARGO_BIN_EXE_kpct"))
+        .output()
+        .expect("running ci/kpct.sh");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_output_directory_is_made_writable_in_the_vm() {
+    let base = std::env::temp_dir().join(format!("kpct-sh-test-{}", std::process::id()));
+    let reports = base.join("reports");
+    std::fs::create_dir_all(&reports).unwrap();
+    let obs = base.join("obs"); // does not exist yet: created so the VM can mount it
+    let junit = base.join("j.xml");
+    let report = reports.join("r.html");
+    let (code, stdout, stderr) = kpct_sh(&[
+        "run",
+        "--junit",
+        junit.to_str().unwrap(),
+        &format!("--report={}", report.display()),
+        "--observations",
+        obs.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let repo = repo();
+    for dir in [&repo, &base, &reports, &obs] {
+        assert!(
+            stdout.contains(&format!("--rwdir {} ", dir.display())),
+            "{} is not writable in the VM: {stdout}",
+            dir.display()
+        );
+    }
+    assert!(
+        obs.is_dir(),
+        "the observations directory is created before the VM boots"
+    );
+    // The arguments reach kpct unchanged.
+    assert!(
+        stdout.contains(&format!("--junit {}", junit.display())),
+        "{stdout}"
+    );
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn an_output_the_vm_cannot_give_back_is_refused_before_booting() {
+    let (code, stdout, stderr) = kpct_sh(&["run", "--junit", "/run/kpct-j.xml"]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("--junit /run/kpct-j.xml: the VM has its own run"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = kpct_sh(&["run", "--report", "/nonexistent/r.html"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("--report /nonexistent/r.html: directory /nonexistent does not exist"),
+        "{stderr}"
+    );
+}
