@@ -317,6 +317,19 @@ pub fn describe_expectation(e: &Expectation) -> String {
     if !e.reaches.is_empty() {
         parts.push(format!("reaches [{}]", e.reaches.join(", ")));
     }
+    if !e.reaches_one_of.is_empty() {
+        parts.push(format!("reaches one of [{}]", e.reaches_one_of.join(", ")));
+    }
+    if !e.counts.is_empty() {
+        let counts: Vec<String> = e.counts.iter().map(|(p, c)| format!("{p} ×{c}")).collect();
+        parts.push(format!("counts {}", counts.join(", ")));
+    }
+    if !e.sequence.is_empty() {
+        parts.push(format!("sequence [{}]", e.sequence.join(", ")));
+    }
+    if e.same_backend {
+        parts.push("same backend".to_string());
+    }
     let word = |v: serde_json::Result<serde_json::Value>| {
         v.ok()
             .and_then(|v| v.as_str().map(str::to_string))

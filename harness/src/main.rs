@@ -285,8 +285,15 @@ fn run_command(
     junit: Option<&std::path::Path>,
     report: Option<&std::path::Path>,
 ) -> Result<()> {
-    // Before anything runs: an output that cannot be written and an unknown report format are
+    // Before anything runs: an unknown report format and an output that cannot be written are
     // usage errors.
+    let report = report
+        .map(|path| {
+            kpct::report::document::Format::from_path(path)
+                .map(|format| (path, format))
+                .map_err(anyhow::Error::msg)
+        })
+        .transpose()?;
     {
         use kpct::output::{Output, OutputKind};
         let outputs: Vec<Output> = [
@@ -295,7 +302,7 @@ fn run_command(
                 path,
                 kind: OutputKind::File,
             }),
-            report.map(|path| Output {
+            report.map(|(path, _)| Output {
                 flag: "--report",
                 path,
                 kind: OutputKind::File,
@@ -311,13 +318,6 @@ fn run_command(
         .collect();
         kpct::output::ensure_writable(&outputs)?;
     }
-    let report = report
-        .map(|path| {
-            kpct::report::document::Format::from_path(path)
-                .map(|format| (path, format))
-                .map_err(anyhow::Error::msg)
-        })
-        .transpose()?;
     let names: Vec<String> = if proxier_names.is_empty() {
         kpct::proxier::BUILTIN
             .iter()

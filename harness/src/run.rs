@@ -89,36 +89,51 @@ fn summarize(node: &NodeNs, p: &Programming) -> NodeSummary {
 }
 
 /// How many endpoints a probe's target could be answered by (an upper bound over nodes and
-/// traffic policies: every usable endpoint of the service port).
-fn candidate_backends(cluster: &ClusterState, probe: &Probe) -> usize {
-    let Some(wanted) = probe.to.service.as_deref() else {
-        return 1;
+/// traffic policies: every usable endpoint of the service port). A literal `ip`/`dport` is
+/// looked up among the Service addresses (ClusterIP, externalIPs, LB VIPs, NodePorts on any
+/// node address), so a probe naming an address rather than a Service is judged the same way.
+fn candidate_backends(cluster: &ClusterState, scenario: &Scenario, probe: &Probe) -> usize {
+    let port = match (&probe.to.service, probe.to.ip, probe.to.dport) {
+        (Some(wanted), _, _) => {
+            let (ns, name) = wanted.split_once('/').unwrap_or(("default", wanted));
+            cluster
+                .service_ports
+                .iter()
+                .filter(|sp| sp.namespace == ns && sp.name == name)
+                .find(|sp| match &probe.to.port {
+                    None => true,
+                    Some(TargetPort::Number(n)) => sp.port == *n,
+                    Some(TargetPort::Name(n)) => sp.port_name == *n,
+                })
+        }
+        (None, Some(ip), Some(dport)) => {
+            let node_ip = scenario.topology.nodes.iter().any(|n| n.ip == ip);
+            cluster.service_ports.iter().find(|sp| {
+                sp.protocol == probe.protocol
+                    && ((sp.port == dport
+                        && (sp.cluster_ip == Some(ip)
+                            || sp.external_ips.contains(&ip)
+                            || sp.load_balancer_vips.contains(&ip)))
+                        || (node_ip && sp.node_port == Some(dport)))
+            })
+        }
+        _ => None,
     };
-    let (ns, name) = wanted.split_once('/').unwrap_or(("default", wanted));
-    cluster
-        .service_ports
-        .iter()
-        .filter(|sp| sp.namespace == ns && sp.name == name)
-        .find(|sp| match &probe.to.port {
-            None => true,
-            Some(TargetPort::Number(n)) => sp.port == *n,
-            Some(TargetPort::Name(n)) => sp.port_name == *n,
-        })
-        .map(|sp| {
-            // Only endpoints a proxier may pick: ready ones, else serving+terminating ones
-            // (pkg/proxy/topology.go). Extra shots at a Service with none would only feed the
-            // kernel's ICMP rate limit and turn REJECTs into apparent drops.
-            let ready = sp.endpoints.iter().filter(|e| e.ready).count();
-            if ready > 0 {
-                ready
-            } else {
-                sp.endpoints
-                    .iter()
-                    .filter(|e| e.serving && e.terminating)
-                    .count()
-            }
-        })
-        .unwrap_or(1)
+    port.map(|sp| {
+        // Only endpoints a proxier may pick: ready ones, else serving+terminating ones
+        // (pkg/proxy/topology.go). Extra shots at a Service with none would only feed the
+        // kernel's ICMP rate limit and turn REJECTs into apparent drops.
+        let ready = sp.endpoints.iter().filter(|e| e.ready).count();
+        if ready > 0 {
+            ready
+        } else {
+            sp.endpoints
+                .iter()
+                .filter(|e| e.serving && e.terminating)
+                .count()
+        }
+    })
+    .unwrap_or(1)
 }
 
 /// Shots needed so that, when each picks one of `n` backends uniformly at random, the chance
@@ -294,14 +309,17 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
     let mut collector = Collector::new(topo);
     for (index, spec) in scenario.probes.iter().enumerate() {
         let mut plan = probe::plan(scenario, topo, index)?;
-        if proxier.random_choice() {
-            let candidates = candidate_backends(cluster, spec);
+        let expectation = spec.expectation_for(&proxier.label());
+        // A random choice needs enough shots to show the whole set reached, unless the
+        // expectation itself declares a deterministic choice (counts, sequence).
+        if proxier.random_choice() && !expectation.is_some_and(|e| e.fixes_shot_count()) {
+            let candidates = candidate_backends(cluster, scenario, spec);
             plan.repeat = plan.repeat.max(shots_to_reach_all(candidates));
         }
         let shots = probe::fire(topo, &plan, probe_timeout)
             .with_context(|| format!("firing probe {}", plan.name))?;
         let obs = observe::observe_probe(&plan, &shots, &addresses, proxier.random_choice());
-        if let Some(expect) = spec.expectation_for(&proxier.label()) {
+        if let Some(expect) = expectation {
             let found = observe::check(expect, &obs, &addresses);
             if !found.is_empty() {
                 evidence.push(collector.collect(scenario, spec, &plan, expect, &found));

@@ -338,8 +338,8 @@ fn shell_code(line: &str) -> String {
         out.push(if masked { '_' } else { c });
         i += 1;
     }
-    // Arithmetic $(( … )) holds variables, not commands.
-    Regex::new(r"\$\(\([^)]*\)\)")
+    // Arithmetic $(( … )) and (( … )) hold variables, not commands.
+    Regex::new(r"\$?\(\([^)]*\)\)")
         .expect("regex")
         .replace_all(&out, "_")
         .into_owned()

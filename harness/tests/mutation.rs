@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{drop_postrouting_masquerade, Mutated};
+use common::{drop_postrouting_masquerade, pin_one_backend, Mutated};
 use kpct::caps::require_ipvs;
 use kpct::probe::probe_timeout;
 use kpct::proxier::{builtin, Proxier};
@@ -91,4 +91,81 @@ async fn removing_the_postrouting_masquerade_rule_is_caught_in_iptables_mode_too
             .any(|v| v.contains("expected source Masqueraded")),
         "got: {found:#?}"
     );
+}
+
+/// The library's scenarios whose expectation for `proxier` demands that connections spread:
+/// a probe expecting two or more pods reached (`reaches`), a sequence or counts over two or more.
+fn spreading_scenarios(proxier: &str) -> Vec<scenario::Scenario> {
+    let files = scenario::files(&[format!(
+        "{}/../scenarios/*.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    )])
+    .expect("the scenario library");
+    files
+        .iter()
+        .map(|f| scenario::load(f).expect("a library scenario"))
+        .filter(|s| {
+            s.probes.iter().any(|p| {
+                p.expectation_for(proxier).is_some_and(|e| {
+                    let distinct: std::collections::BTreeSet<&String> = e.sequence.iter().collect();
+                    e.reaches.len() >= 2 || distinct.len() >= 2 || e.counts.len() >= 2
+                })
+            })
+        })
+        .collect()
+}
+
+/// Every spread, scheduler and affinity scenario fails for a proxier that sends all connections
+/// to one endpoint: `reaches` is the exact set, `sequence` the exact order.
+async fn pinned_proxier_fails_every_spreading_scenario(proxier: &'static str) {
+    let scenarios = spreading_scenarios(proxier);
+    let names: Vec<&str> = scenarios.iter().map(|s| s.name.as_str()).collect();
+    for expected in [
+        "clusterip-spread-across-nodes",
+        "nodeport-etp-cluster-spread",
+        "ipvs-scheduler-rr",
+        "ipvs-scheduler-sh",
+        "session-affinity-clientip",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} demands spreading: {names:?}"
+        );
+    }
+    let pinned = Mutated {
+        name: proxier,
+        inner: proxier,
+        mutate: pin_one_backend,
+    };
+    let mut passed = Vec::new();
+    for s in &scenarios {
+        let run = kpct::run::run_scenario(s, &pinned, probe_timeout())
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e:#}", s.name));
+        if !run.violations.iter().any(|v| {
+            v.contains("never reached")
+                || v.contains("expected the sequence")
+                || v.contains("expected delivery to one of")
+        }) {
+            passed.push(format!("{}: {:?}", s.name, run.violations));
+        }
+    }
+    assert!(
+        passed.is_empty(),
+        "a proxier pinning one backend passed {} of {} spreading scenarios:\n{}",
+        passed.len(),
+        scenarios.len(),
+        passed.join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxier_pinning_one_backend_fails_every_spreading_scenario_in_iptables_mode() {
+    pinned_proxier_fails_every_spreading_scenario("kube-proxy-iptables").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_a_proxier_pinning_one_backend_fails_every_spreading_scenario() {
+    require_ipvs();
+    pinned_proxier_fails_every_spreading_scenario("kube-proxy-ipvs").await;
 }

@@ -365,3 +365,38 @@ fn the_schema_check_rejects_broken_junit() {
     let stray = ok.replacen("/>", "><result>pass</result></testcase>", 1);
     assert!(validate_junit(&stray).is_err(), "{stray}");
 }
+
+/// An output that cannot be written fails before any scenario runs, every such flag at once.
+#[test]
+fn unwritable_outputs_fail_before_anything_runs() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kpct"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .args([
+            "run",
+            "--proxier",
+            "kube-proxy-iptables",
+            "--scenario",
+            "scenarios/clusterip-udp.yaml",
+            "--report",
+            "/nonexistent/r.html",
+            "--junit",
+            "/nonexistent/j.xml",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--junit /nonexistent/j.xml: directory /nonexistent does not exist")
+            && stderr
+                .contains("--report /nonexistent/r.html: directory /nonexistent does not exist"),
+        "{stderr}"
+    );
+    // Nothing ran: no progress line, no result table.
+    assert!(!stderr.contains("clusterip-udp ×"), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

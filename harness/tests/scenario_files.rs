@@ -100,6 +100,16 @@ fn rke2_ipvs_node_matches_the_walkthrough() {
 /// The exact text `load` reports for each malformed fixture, one line per problem.
 const BAD: &[(&str, &str)] = &[
     (
+        "expectation-choice.yaml",
+        "tests/fixtures/bad/expectation-choice.yaml:24:39: probes[0].expect.reachesOneOf: give `reaches` (exactly these pods) or `reachesOneOf` (each shot on one of them), not both\n\
+         tests/fixtures/bad/expectation-choice.yaml:28:14: probes[1].expect.reaches: 2 pods cannot all be reached by 1 shot(s): raise `repeat`, or use `reachesOneOf` if any one of them will do\n\
+         tests/fixtures/bad/expectation-choice.yaml:33:14: probes[2].expect.counts: the counts add up to 3, but the probe fires `repeat: 4` shot(s)\n\
+         tests/fixtures/bad/expectation-choice.yaml:33:33: probes[2].expect.counts.web-c: unknown pod `web-c`\n\
+         tests/fixtures/bad/expectation-choice.yaml:39:25: probes[3].expectFor.kube-proxy-ipvs.sequence: a sequence of 3 backends is longer than the probe's `repeat: 2` shot(s)\n\
+         tests/fixtures/bad/expectation-choice.yaml:39:50: probes[3].expectFor.kube-proxy-ipvs.sequence[2]: unknown pod `web-x`\n\
+         tests/fixtures/bad/expectation-choice.yaml:43:32: probes[4].expect.sameBackend: `sameBackend` contradicts `outcome: dropped` (nothing is delivered)",
+    ),
+    (
         "yaml-syntax.yaml",
         "tests/fixtures/bad/yaml-syntax.yaml:17:9: topology.pods[0].labels: did not find \
          expected ',' or '}', while parsing a flow mapping at line 16 column 15",

@@ -30,7 +30,11 @@ fn run(path: PathBuf, proxier_name: &str) {
         snapshot_path => "../../snapshots",
         prepend_module_to_snapshot => false,
         omit_expression => true,
-        description => format!("{} against {proxier_name}", path.display()),
+        // Relative, so a golden file does not carry the path of the machine that wrote it.
+        description => format!(
+            "scenarios/{} against {proxier_name}",
+            path.file_name().map(|f| f.to_string_lossy()).unwrap_or_default()
+        ),
     }, {
         insta::assert_snapshot!(format!("{}@{proxier_name}", scenario.name), yaml);
     });

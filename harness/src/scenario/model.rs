@@ -457,6 +457,14 @@ fn one() -> u32 {
     1
 }
 
+impl Expectation {
+    /// Counts or a sequence declare a deterministic choice: the probe's shots are exactly those
+    /// the scenario asks for.
+    pub fn fixes_shot_count(&self) -> bool {
+        !self.counts.is_empty() || !self.sequence.is_empty()
+    }
+}
+
 impl Probe {
     /// The expectation that applies to `proxier`.
     pub fn expectation_for(&self, proxier: &str) -> Option<&Expectation> {
@@ -525,9 +533,28 @@ pub enum Via {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Expectation {
-    /// Delivered to one of these pods (by name).
+    /// Exactly this set of pods (by name): every shot lands on one of them and each of them is
+    /// reached by at least one shot. A proxier that pins one backend cannot pass it.
     #[serde(default)]
     pub reaches: Vec<String>,
+    /// Every shot lands on one of these pods; which, and whether all are used, is the proxier's
+    /// choice (e.g. one connection to a Service with several endpoints).
+    #[serde(default)]
+    pub reaches_one_of: Vec<String>,
+    /// Exactly this many shots land on each listed pod and none elsewhere: for deterministic
+    /// schedulers. The probe then fires exactly `repeat` shots (their sum), even for a proxier
+    /// whose choice is random.
+    #[serde(default)]
+    pub counts: BTreeMap<String, u32>,
+    /// The backends in the order the shots reach them, repeated from the start while shots
+    /// remain (`[web-3, web-2, web-1]` for a round robin over 45 shots). Like `counts`, fixes the
+    /// shot count at `repeat`.
+    #[serde(default)]
+    pub sequence: Vec<String>,
+    /// `true`: every shot lands on one and the same backend, whichever it is (session affinity,
+    /// source hashing).
+    #[serde(default)]
+    pub same_backend: bool,
     #[serde(default)]
     pub source: Option<SourceExpectation>,
     /// The reply arrives at the client from the address it sent to.

@@ -67,3 +67,34 @@ pub fn udp_socket(ns: &Netns, addr: SocketAddrV4, wait: Duration) -> UdpSocket {
         .expect("setting the read timeout");
     socket
 }
+
+/// Sends every connection of a Service to one endpoint: in iptables mode each KUBE-SVC-/KUBE-SVL-
+/// chain keeps only its last jump to an endpoint chain (the one without `-m statistic`, and no
+/// affinity `--rcheck` jumps); in IPVS mode each virtual server keeps only its first real server.
+pub fn pin_one_backend(p: &mut Programming) -> anyhow::Result<()> {
+    if let Some(nat) = p.iptables.get_mut(&Table::Nat) {
+        let is_endpoint_jump = |r: &str| {
+            (r.starts_with("-A KUBE-SVC-") || r.starts_with("-A KUBE-SVL-"))
+                && r.contains("-j KUBE-SEP-")
+        };
+        let chain_of = |r: &str| r.split_whitespace().nth(1).unwrap_or_default().to_string();
+        let last_jump: std::collections::BTreeMap<String, usize> = nat
+            .rules
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| is_endpoint_jump(r))
+            .map(|(i, r)| (chain_of(r), i))
+            .collect();
+        let rules = std::mem::take(&mut nat.rules);
+        nat.rules = rules
+            .into_iter()
+            .enumerate()
+            .filter(|(i, r)| !is_endpoint_jump(r) || last_jump.get(&chain_of(r)) == Some(i))
+            .map(|(_, r)| r)
+            .collect();
+    }
+    for vs in &mut p.ipvs {
+        vs.destinations.truncate(1);
+    }
+    Ok(())
+}
