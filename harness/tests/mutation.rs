@@ -93,8 +93,8 @@ async fn removing_the_postrouting_masquerade_rule_is_caught_in_iptables_mode_too
     );
 }
 
-/// The library's scenarios whose expectation for `proxier` demands that connections spread:
-/// a probe expecting two or more pods reached (`reaches`), a sequence or counts over two or more.
+/// The library's scenarios whose expectations for `proxier` demand that connections spread over
+/// two or more pods.
 fn spreading_scenarios(proxier: &str) -> Vec<scenario::Scenario> {
     let files = scenario::files(&[format!(
         "{}/../scenarios/*.yaml",
@@ -105,14 +105,38 @@ fn spreading_scenarios(proxier: &str) -> Vec<scenario::Scenario> {
         .iter()
         .map(|f| scenario::load(f).expect("a library scenario"))
         .filter(|s| {
-            s.probes.iter().any(|p| {
-                p.expectation_for(proxier).is_some_and(|e| {
-                    let distinct: std::collections::BTreeSet<&String> = e.sequence.iter().collect();
-                    e.reaches.len() >= 2 || distinct.len() >= 2 || e.counts.len() >= 2
-                })
-            })
+            // Two or more pods named by one probe's reaches/sequence/counts, or by the probes of
+            // one target entering one node together (a scheduler sending each client to its own
+            // pod); a per-node choice (internalTrafficPolicy Local) is no spreading.
+            let mut by_target: std::collections::BTreeMap<
+                String,
+                std::collections::BTreeSet<&String>,
+            > = Default::default();
+            for p in &s.probes {
+                if let Some(e) = p.expectation_for(proxier) {
+                    by_target
+                        .entry(format!("{:?} via {}", p.to, entry_node(s, p)))
+                        .or_default()
+                        .extend(e.reaches.iter().chain(&e.sequence).chain(e.counts.keys()));
+                }
+            }
+            by_target.values().any(|pods| pods.len() >= 2)
         })
         .collect()
+}
+
+/// The node a probe's packets are balanced on: the source's node, or the node an external
+/// client enters through.
+fn entry_node(s: &scenario::Scenario, p: &scenario::Probe) -> String {
+    let from = &p.from;
+    from.pod
+        .as_ref()
+        .and_then(|pod| s.topology.pods.iter().find(|q| &q.name == pod))
+        .map(|q| q.node.clone())
+        .or_else(|| from.node.clone())
+        .or_else(|| from.node_localhost.clone())
+        .or_else(|| p.to.node.clone())
+        .unwrap_or_default()
 }
 
 /// Every spread, scheduler and affinity scenario fails for a proxier that sends all connections

@@ -404,6 +404,14 @@ pub struct ProxierOptions {
     /// `--ipvs-strict-arp`.
     #[serde(rename = "strictARP", default)]
     pub strict_arp: bool,
+    /// `--iptables-localhost-nodeports` (iptables mode, default true): NodePorts on 127.0.0.1,
+    /// with `route_localnet`. IPVS mode never serves localhost NodePorts, whatever this says.
+    #[serde(default = "yes")]
+    pub localhost_node_ports: bool,
+    /// MASQUERADE with `--random-fully`, which both modes add when the node's iptables supports
+    /// it (`HasRandomFully()`, iptables >= 1.6.2); `false` models an older iptables.
+    #[serde(default = "yes")]
+    pub random_fully: bool,
 }
 
 fn yes() -> bool {
@@ -421,6 +429,8 @@ impl Default for ProxierOptions {
             cluster_cidr: true,
             ipvs_scheduler: default_scheduler(),
             strict_arp: false,
+            localhost_node_ports: true,
+            random_fully: true,
         }
     }
 }

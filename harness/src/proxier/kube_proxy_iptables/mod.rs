@@ -130,8 +130,8 @@ impl Config {
         Self {
             masquerade_all: options.masquerade_all,
             local_cidr: options.cluster_cidr.then_some(cluster.cluster_cidr),
-            localhost_node_ports: true,
-            random_fully: true,
+            localhost_node_ports: options.localhost_node_ports,
+            random_fully: options.random_fully,
             conntrack_tcp_liberal: false,
             masquerade_mark: go_hex_mark(1 << MASQUERADE_BIT),
         }
@@ -228,9 +228,12 @@ fn write_top_level(b: &mut Buffers, cfg: &Config) {
     ));
     b.nat_rules
         .push(format!("-A {KUBE_MARK_MASQ} -j MARK --or-mark {mark}"));
+    // KUBE-FIREWALL exists either way: syncProxyRules creates it with EnsureChain for the
+    // kubelet's INPUT/OUTPUT jumps (iptablesKubeletJumpChains); only its rule depends on the
+    // option.
+    b.filter_chains.push(KUBE_FIREWALL.to_string());
     if cfg.localhost_node_ports {
         // route_localnet opens a hole (https://issue.k8s.io/90259) this rule closes.
-        b.filter_chains.push(KUBE_FIREWALL.to_string());
         b.filter_rules.push(format!(
             "-A {KUBE_FIREWALL} -m comment --comment \"block incoming localnet connections\" -d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP"
         ));

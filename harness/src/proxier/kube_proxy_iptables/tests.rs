@@ -1015,3 +1015,43 @@ fn netns_iptables_restore_accepts_output() {
     let our_rules: usize = p.iptables.values().map(|t| t.rules.len()).sum();
     assert_eq!(saved_rules, our_rules);
 }
+
+/// `--iptables-localhost-nodeports=false` (pkg/proxy/iptables/proxier.go NewProxier and
+/// syncProxyRules; proxier_test.go TestNodePorts "localhost nodeports disabled"): no
+/// route_localnet, no localnet firewall rule, and the NodePorts jump skips 127.0.0.0/8.
+#[test]
+fn localhost_node_ports_off() {
+    let mut c = cluster(vec![svc("ns1", "svc1", "172.30.0.41")]);
+    let on = program(&c);
+    assert_eq!(
+        on.sysctls
+            .get("net.ipv4.conf.all.route_localnet")
+            .map(String::as_str),
+        Some("1")
+    );
+    c.options.localhost_node_ports = false;
+    let off = program(&c);
+    assert!(off.sysctls.is_empty(), "{:?}", off.sysctls);
+    assert!(!rules(&off, Table::Filter)
+        .iter()
+        .any(|r| r.contains("block incoming localnet connections")));
+    assert!(rules(&off, Table::Nat)
+        .iter()
+        .any(|r| r.ends_with("-m addrtype --dst-type LOCAL ! -d 127.0.0.0/8 -j KUBE-NODEPORTS")));
+}
+
+/// Without `--random-fully` support (iptables < 1.6.2) the MASQUERADE rule has no flag
+/// (pkg/proxy/iptables/proxier.go `if proxier.iptables.HasRandomFully()`).
+#[test]
+fn masquerade_without_random_fully() {
+    let mut c = cluster(vec![]);
+    c.options.random_fully = false;
+    let masq: Vec<String> = rules(&program(&c), Table::Nat)
+        .into_iter()
+        .filter(|r| r.contains("-j MASQUERADE"))
+        .collect();
+    assert_eq!(
+        masq,
+        ["-A KUBE-POSTROUTING -m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE"]
+    );
+}

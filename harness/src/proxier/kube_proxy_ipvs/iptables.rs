@@ -348,7 +348,7 @@ fn write_iptables_rules(
     forward_rules(&mut lines);
     health_check_accept(&mut lines);
     ipvs_filter(&mut lines);
-    postrouting(&mut lines);
+    postrouting(&mut lines, cfg.random_fully);
     // The masquerade mark rule.
     lines.write(
         Table::Nat,
@@ -624,8 +624,9 @@ fn ipvs_filter(lines: &mut Lines) {
 
 /// nat KUBE-POSTROUTING: return unmarked packets, clear the mark ("to avoid re-masquerading if the
 /// packet re-traverses the network stack"), masquerade. `--random-fully` is appended when
-/// `iptables.HasRandomFully()`, true for any iptables >= 1.6.2 (the suite's hosts).
-fn postrouting(lines: &mut Lines) {
+/// `iptables.HasRandomFully()` (pkg/proxy/ipvs/proxier.go `writeIptablesRules`), true for any
+/// iptables >= 1.6.2; the `randomFully: false` option models an older one.
+fn postrouting(lines: &mut Lines, random_fully: bool) {
     let mark = format!("{MASQUERADE_MARK}/{MASQUERADE_MARK}");
     lines.write(
         Table::Nat,
@@ -663,7 +664,9 @@ fn postrouting(lines: &mut Lines) {
             "\"kubernetes service traffic requiring SNAT\"",
             "-j",
             "MASQUERADE",
-            "--random-fully",
-        ],
+        ]
+        .into_iter()
+        .chain(random_fully.then_some("--random-fully"))
+        .collect::<Vec<_>>(),
     );
 }

@@ -95,6 +95,8 @@ struct Config {
     strict_arp: bool,
     /// `proxier.nodeIP`: used for the LoadBalancerSourceRanges "allowFromNode" check.
     node_ip: Ipv4Addr,
+    /// `iptables.HasRandomFully()`: MASQUERADE gets `--random-fully`.
+    random_fully: bool,
 }
 
 impl Config {
@@ -119,6 +121,7 @@ impl Config {
             scheduler,
             strict_arp: options.strict_arp,
             node_ip: node.node_ip,
+            random_fully: options.random_fully,
         }
     }
 }

@@ -108,6 +108,8 @@ fn fake_options() -> ProxierOptions {
         cluster_cidr: false,
         ipvs_scheduler: "rr".into(),
         strict_arp: false,
+        localhost_node_ports: true,
+        random_fully: true,
     }
 }
 
@@ -1248,4 +1250,34 @@ fn snapshot_small_cluster() {
     let (cluster, node) = small_cluster();
     let p = KubeProxyIpvs.program(&cluster, &node).expect("program");
     insta::assert_snapshot!(render(&p));
+}
+
+/// `iptables.HasRandomFully()` decides the MASQUERADE rule's `--random-fully`
+/// (pkg/proxy/ipvs/proxier.go writeIptablesRules); the `randomFully` option models an iptables
+/// older than 1.6.2.
+#[test]
+fn masquerade_rule_follows_random_fully() {
+    let masquerade = |random_fully: bool| {
+        let p = program_with(
+            ProxierOptions {
+                random_fully,
+                ..fake_options()
+            },
+            &node(),
+            vec![],
+        );
+        chain_lines(&p, "KUBE-POSTROUTING")
+            .into_iter()
+            .filter(|r| r.contains("-j MASQUERADE"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        masquerade(true),
+        ["-A KUBE-POSTROUTING -m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE --random-fully"]
+    );
+    assert_eq!(
+        masquerade(false),
+        ["-A KUBE-POSTROUTING -m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE"]
+    );
 }
