@@ -100,6 +100,12 @@ fn rke2_ipvs_node_matches_the_walkthrough() {
 /// The exact text `load` reports for each malformed fixture, one line per problem.
 const BAD: &[(&str, &str)] = &[
     (
+        "proxier-options.yaml",
+        "tests/fixtures/bad/proxier-options.yaml:17:43: services[0].spec.ports[1].nodePort: nodePort 30080 is outside the node port range 3000-3100 (topology.serviceNodePortRange)\n\
+         tests/fixtures/bad/proxier-options.yaml:19:3: proxier.masqueradeBit: masqueradeBit 40 is not a bit of a 32-bit mark (0-31)\n\
+         tests/fixtures/bad/proxier-options.yaml:20:3: proxier.ipvsScheduler: unknown IPVS scheduler `rrr`, expected one of rr, wrr, lc, wlc, sh, dh, mh, sed, nq",
+    ),
+    (
         "expectation-choice.yaml",
         "tests/fixtures/bad/expectation-choice.yaml:24:39: probes[0].expect.reachesOneOf: give `reaches` (exactly these pods) or `reachesOneOf` (each shot on one of them), not both\n\
          tests/fixtures/bad/expectation-choice.yaml:28:14: probes[1].expect.reaches: 2 pods cannot all be reached by 1 shot(s): raise `repeat`, or use `reachesOneOf` if any one of them will do\n\
@@ -183,7 +189,7 @@ const BAD: &[(&str, &str)] = &[
     (
         "nodeport-out-of-range.yaml",
         "tests/fixtures/bad/nodeport-out-of-range.yaml:18:34: services[0].spec.ports[0].nodePort: \
-         nodePort 8080 is outside the node port range 30000-32767\n\
+         nodePort 8080 is outside the node port range 30000-32767 (topology.serviceNodePortRange)\n\
          tests/fixtures/bad/nodeport-out-of-range.yaml:20:11: services[0].spec.ports[2].nodePort: \
          type NodePort needs a nodePort in 30000-32767 (kpct does not allocate one)\n\
          tests/fixtures/bad/nodeport-out-of-range.yaml:24:26: services[1].spec.ports[0].nodePort: \

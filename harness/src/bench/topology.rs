@@ -48,6 +48,7 @@ pub fn synthetic_scenario(nodes: u8, pods_per_node: u8) -> Scenario {
                 addr: Ipv4Addr::new(10, 96, 0, 0),
                 prefix_len: 12,
             },
+            service_node_port_range: crate::scenario::PortRange::DEFAULT_NODE_PORTS,
             nodes: node_specs,
             pods,
             external: None,

@@ -83,6 +83,69 @@ impl<'de> Deserialize<'de> for Ipv4Cidr {
     }
 }
 
+/// A port range as the API server's `--service-node-port-range` takes it: `30000-32767` (or
+/// `BASE+SIZE`, e.g. `3000+100` for 3000-3100, as in k8s.io/apimachinery/pkg/util/net ParsePortRange).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortRange {
+    pub first: u16,
+    pub last: u16,
+}
+
+impl PortRange {
+    /// Kubernetes' default `--service-node-port-range`.
+    pub const DEFAULT_NODE_PORTS: PortRange = PortRange {
+        first: 30000,
+        last: 32767,
+    };
+
+    pub fn contains(&self, port: u16) -> bool {
+        (self.first..=self.last).contains(&port)
+    }
+}
+
+impl std::fmt::Display for PortRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.first, self.last)
+    }
+}
+
+impl std::str::FromStr for PortRange {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || {
+            format!(
+                "`{s}` is not a port range (expected FIRST-LAST or BASE+SIZE, e.g. 30000-32767)"
+            )
+        };
+        let port = |t: &str| t.trim().parse::<u16>().map_err(|_| bad());
+        let (first, last) = if let Some((a, b)) = s.split_once('-') {
+            (port(a)?, port(b)?)
+        } else if let Some((a, n)) = s.split_once('+') {
+            let first = port(a)?;
+            (first, first.checked_add(port(n)?).ok_or_else(bad)?)
+        } else {
+            return Err(bad());
+        };
+        if first == 0 || first > last {
+            return Err(format!("port range `{s}` is empty or starts at 0"));
+        }
+        Ok(PortRange { first, last })
+    }
+}
+
+impl Serialize for PortRange {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for PortRange {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// A whole scenario file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -118,11 +181,19 @@ pub struct Topology {
     /// The service CIDR (ClusterIPs lie inside it). Informational for proxiers.
     #[serde(rename = "serviceCIDR", default = "default_service_cidr")]
     pub service_cidr: Ipv4Cidr,
+    /// The API server's `--service-node-port-range`: where nodePorts and healthCheckNodePorts
+    /// must lie (default 30000-32767).
+    #[serde(default = "default_node_port_range")]
+    pub service_node_port_range: PortRange,
     pub nodes: Vec<Node>,
     #[serde(default)]
     pub pods: Vec<Pod>,
     #[serde(default)]
     pub external: Option<External>,
+}
+
+fn default_node_port_range() -> PortRange {
+    PortRange::DEFAULT_NODE_PORTS
 }
 
 fn default_service_cidr() -> Ipv4Cidr {
@@ -412,6 +483,15 @@ pub struct ProxierOptions {
     /// it (`HasRandomFully()`, iptables >= 1.6.2); `false` models an older iptables.
     #[serde(default = "yes")]
     pub random_fully: bool,
+    /// `--iptables-masquerade-bit` (0-31, default 14 as in
+    /// pkg/proxy/apis/config/v1alpha1/defaults.go): the fwmark bit both modes mark packets for
+    /// masquerade with.
+    #[serde(default = "default_masquerade_bit")]
+    pub masquerade_bit: u8,
+}
+
+fn default_masquerade_bit() -> u8 {
+    14
 }
 
 fn yes() -> bool {
@@ -431,6 +511,7 @@ impl Default for ProxierOptions {
             strict_arp: false,
             localhost_node_ports: true,
             random_fully: true,
+            masquerade_bit: default_masquerade_bit(),
         }
     }
 }
@@ -589,4 +670,31 @@ pub enum OutcomeExpectation {
     Dropped,
     Rejected,
     NotDelivered,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PortRange;
+
+    #[test]
+    fn port_ranges_parse_as_the_api_server_takes_them() {
+        assert_eq!(
+            "3000-3100".parse(),
+            Ok(PortRange {
+                first: 3000,
+                last: 3100
+            })
+        );
+        assert_eq!(
+            "3000+100".parse(),
+            Ok(PortRange {
+                first: 3000,
+                last: 3100
+            })
+        );
+        assert_eq!(PortRange::DEFAULT_NODE_PORTS.to_string(), "30000-32767");
+        for bad in ["3000", "a-b", "3100-3000", "0-10", "65000+1000"] {
+            assert!(bad.parse::<PortRange>().is_err(), "{bad}");
+        }
+    }
 }

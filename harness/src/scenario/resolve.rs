@@ -337,6 +337,7 @@ mod tests {
                 underlay: cidr("192.168.1.0/24"),
                 cluster_cidr: cidr("10.244.0.0/16"),
                 service_cidr: cidr("10.96.0.0/12"),
+                service_node_port_range: crate::scenario::PortRange::DEFAULT_NODE_PORTS,
                 nodes: vec![
                     Node {
                         name: "node-a".into(),

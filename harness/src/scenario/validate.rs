@@ -81,10 +81,9 @@ pub(crate) fn check(s: &Scenario) -> Vec<Issue> {
     c.services();
     c.endpoint_slices();
     c.probes();
+    c.proxier_options();
     c.issues
 }
-
-pub(crate) const NODE_PORT_RANGE: std::ops::RangeInclusive<u16> = 30000..=32767;
 
 /// `namespace/name` or `name` (in `default`), as probes and expectations refer to objects.
 pub(crate) fn split_ref(reference: &str) -> (&str, &str) {
@@ -588,8 +587,8 @@ impl<'a> Checker<'a> {
                 self.err(
                     path,
                     format!(
-                        "type {:?} needs a nodePort in 30000-32767 (kpct does not allocate one)",
-                        svc.spec.type_
+                        "type {:?} needs a nodePort in {} (kpct does not allocate one)",
+                        svc.spec.type_, self.s.topology.service_node_port_range
                     ),
                 );
             }
@@ -605,10 +604,11 @@ impl<'a> Checker<'a> {
             );
             return;
         }
-        if !NODE_PORT_RANGE.contains(&node_port) {
+        let range = self.s.topology.service_node_port_range;
+        if !range.contains(node_port) {
             self.err(
                 path,
-                format!("nodePort {node_port} is outside the node port range 30000-32767"),
+                format!("nodePort {node_port} is outside the node port range {range} (topology.serviceNodePortRange)"),
             );
             return;
         }
@@ -686,10 +686,13 @@ impl<'a> Checker<'a> {
                     path,
                     "healthCheckNodePort needs type LoadBalancer with externalTrafficPolicy Local",
                 );
-            } else if !NODE_PORT_RANGE.contains(&hc) {
+            } else if !self.s.topology.service_node_port_range.contains(hc) {
                 self.err(
                     path,
-                    format!("healthCheckNodePort {hc} is outside the node port range 30000-32767"),
+                    format!(
+                        "healthCheckNodePort {hc} is outside the node port range {} (topology.serviceNodePortRange)",
+                        self.s.topology.service_node_port_range
+                    ),
                 );
             } else if let Some(first) = node_ports.get(&(hc, Protocol::Tcp)) {
                 self.err(
@@ -1165,6 +1168,33 @@ impl<'a> Checker<'a> {
                     ),
                 );
             }
+        }
+    }
+
+    /// The kube-proxy flags a scenario sets, checked as kube-proxy's validation does
+    /// (pkg/proxy/apis/config/validation: masquerade bit 0-31; the IPVS schedulers the kernel has).
+    fn proxier_options(&mut self) {
+        let options = &self.s.proxier;
+        let path = FieldPath::root("proxier");
+        if options.masquerade_bit > 31 {
+            self.err(
+                path.key("masqueradeBit"),
+                format!(
+                    "masqueradeBit {} is not a bit of a 32-bit mark (0-31)",
+                    options.masquerade_bit
+                ),
+            );
+        }
+        const SCHEDULERS: [&str; 9] = ["rr", "wrr", "lc", "wlc", "sh", "dh", "mh", "sed", "nq"];
+        if !SCHEDULERS.contains(&options.ipvs_scheduler.as_str()) {
+            self.err(
+                path.key("ipvsScheduler"),
+                format!(
+                    "unknown IPVS scheduler `{}`, expected one of {}",
+                    options.ipvs_scheduler,
+                    SCHEDULERS.join(", ")
+                ),
+            );
         }
     }
 }

@@ -86,9 +86,6 @@ const KUBE_FIREWALL: &str = "KUBE-FIREWALL";
 /// `largeClusterEndpointsThreshold`: above this many endpoints, per-endpoint comments go.
 const LARGE_CLUSTER_ENDPOINTS_THRESHOLD: usize = 1000;
 
-/// Default `--iptables-masquerade-bit` (pkg/proxy/apis/config/v1alpha1/defaults.go).
-const MASQUERADE_BIT: u32 = 14;
-
 /// kube-proxy in iptables mode (see the module documentation for the pinned version).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct KubeProxyIptables;
@@ -133,7 +130,7 @@ impl Config {
             localhost_node_ports: options.localhost_node_ports,
             random_fully: options.random_fully,
             conntrack_tcp_liberal: false,
-            masquerade_mark: go_hex_mark(1 << MASQUERADE_BIT),
+            masquerade_mark: go_hex_mark(1u32 << options.masquerade_bit),
         }
     }
 

@@ -1055,3 +1055,22 @@ fn masquerade_without_random_fully() {
         ["-A KUBE-POSTROUTING -m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE"]
     );
 }
+
+/// `--iptables-masquerade-bit`: every mark rule uses `1<<bit` printed as `%#08x`
+/// (pkg/proxy/iptables/proxier.go NewProxier `masqueradeMark`).
+#[test]
+fn masquerade_bit_sets_the_mark_everywhere() {
+    let mut c = cluster(vec![svc("ns1", "svc1", "172.30.0.41")]);
+    c.options.masquerade_bit = 10;
+    let p = program(&c);
+    let marks: Vec<String> = [Table::Nat, Table::Filter]
+        .iter()
+        .flat_map(|t| rules(&p, *t))
+        .filter(|r| r.contains("mark"))
+        .collect();
+    assert!(!marks.is_empty());
+    for r in &marks {
+        assert!(r.contains("0x00000400") && !r.contains("0x00004000"), "{r}");
+    }
+    assert!(marks.contains(&"-A KUBE-MARK-MASQ -j MARK --or-mark 0x00000400".to_string()));
+}

@@ -21,10 +21,13 @@ const KUBE_SOURCE_RANGES_FIREWALL: &str = "KUBE-SOURCE-RANGES-FIREWALL";
 const KUBE_IPVS_FILTER: &str = "KUBE-IPVS-FILTER";
 const KUBE_IPVS_OUT_FILTER: &str = "KUBE-IPVS-OUT-FILTER";
 
-/// `masqueradeMark := fmt.Sprintf("%#08x", 1<<masqueradeBit)` with the default bit 14. Go's `%#08x`
-/// zero-pads the digits to eight, so kube-proxy writes `0x00004000` (as its "Restoring iptables"
-/// logs show); `iptables-save` prints it back as `0x4000`.
-const MASQUERADE_MARK: &str = "0x00004000";
+/// `masqueradeMark := fmt.Sprintf("%#08x", 1<<masqueradeBit)` (pkg/proxy/ipvs/proxier.go
+/// NewProxier; `--iptables-masquerade-bit`, default 14). Go's `%#08x` zero-pads the digits to
+/// eight, so kube-proxy writes `0x00004000` for bit 14 (as its "Restoring iptables" logs show);
+/// `iptables-save` prints it back as `0x4000`.
+pub(super) fn masquerade_mark(bit: u8) -> String {
+    format!("0x{:08x}", 1u32 << bit)
+}
 
 /// `iptablesChains`: the chains every sync declares (and so flushes) in the restore input.
 const KUBE_CHAINS: [(Table, &str); 11] = [
@@ -345,10 +348,10 @@ fn write_iptables_rules(
     );
     ipvs_out_filter(&mut lines, lb_no_node_access);
     accept_ipvs_traffic(&mut lines, sets);
-    forward_rules(&mut lines);
+    forward_rules(&mut lines, &cfg.masquerade_mark);
     health_check_accept(&mut lines);
     ipvs_filter(&mut lines);
-    postrouting(&mut lines, cfg.random_fully);
+    postrouting(&mut lines, &cfg.masquerade_mark, cfg.random_fully);
     // The masquerade mark rule.
     lines.write(
         Table::Nat,
@@ -358,7 +361,7 @@ fn write_iptables_rules(
             "-j",
             "MARK",
             "--or-mark",
-            MASQUERADE_MARK,
+            &cfg.masquerade_mark,
         ],
     );
     lines
@@ -515,8 +518,8 @@ fn accept_ipvs_traffic(lines: &mut Lines, sets: &IpSets) {
 
 /// filter KUBE-FORWARD: forward marked traffic "even if the default FORWARD policy is not
 /// accept", then its replies.
-fn forward_rules(lines: &mut Lines) {
-    let mark = format!("{MASQUERADE_MARK}/{MASQUERADE_MARK}");
+fn forward_rules(lines: &mut Lines, masquerade_mark: &str) {
+    let mark = format!("{masquerade_mark}/{masquerade_mark}");
     lines.write(
         Table::Filter,
         &[
@@ -626,8 +629,8 @@ fn ipvs_filter(lines: &mut Lines) {
 /// packet re-traverses the network stack"), masquerade. `--random-fully` is appended when
 /// `iptables.HasRandomFully()` (pkg/proxy/ipvs/proxier.go `writeIptablesRules`), true for any
 /// iptables >= 1.6.2; the `randomFully: false` option models an older one.
-fn postrouting(lines: &mut Lines, random_fully: bool) {
-    let mark = format!("{MASQUERADE_MARK}/{MASQUERADE_MARK}");
+fn postrouting(lines: &mut Lines, masquerade_mark: &str, random_fully: bool) {
+    let mark = format!("{masquerade_mark}/{masquerade_mark}");
     lines.write(
         Table::Nat,
         &[
@@ -650,7 +653,7 @@ fn postrouting(lines: &mut Lines, random_fully: bool) {
             "-j",
             "MARK",
             "--xor-mark",
-            MASQUERADE_MARK,
+            masquerade_mark,
         ],
     );
     lines.write(

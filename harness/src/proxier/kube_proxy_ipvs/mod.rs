@@ -97,6 +97,8 @@ struct Config {
     node_ip: Ipv4Addr,
     /// `iptables.HasRandomFully()`: MASQUERADE gets `--random-fully`.
     random_fully: bool,
+    /// The `--iptables-masquerade-bit` mark, as kube-proxy prints it.
+    masquerade_mark: String,
 }
 
 impl Config {
@@ -122,6 +124,7 @@ impl Config {
             strict_arp: options.strict_arp,
             node_ip: node.node_ip,
             random_fully: options.random_fully,
+            masquerade_mark: iptables::masquerade_mark(options.masquerade_bit),
         }
     }
 }

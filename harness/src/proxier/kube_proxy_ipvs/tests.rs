@@ -110,6 +110,7 @@ fn fake_options() -> ProxierOptions {
         strict_arp: false,
         localhost_node_ports: true,
         random_fully: true,
+        masquerade_bit: 14,
     }
 }
 
@@ -1279,5 +1280,34 @@ fn masquerade_rule_follows_random_fully() {
     assert_eq!(
         masquerade(false),
         ["-A KUBE-POSTROUTING -m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE"]
+    );
+}
+
+/// `--iptables-masquerade-bit` in IPVS mode: the same `%#08x` mark in every mark rule
+/// (pkg/proxy/ipvs/proxier.go NewProxier `masqueradeMark`).
+#[test]
+fn masquerade_bit_sets_the_mark_everywhere() {
+    let p = program_with(
+        ProxierOptions {
+            masquerade_bit: 10,
+            ..fake_options()
+        },
+        &node(),
+        vec![],
+    );
+    let marks: Vec<&str> = [Table::Nat, Table::Filter]
+        .iter()
+        .filter_map(|t| p.iptables.get(t))
+        .flat_map(|t| t.rules.iter())
+        .map(String::as_str)
+        .filter(|r| r.contains("mark"))
+        .collect();
+    assert!(marks.len() >= 4, "{marks:?}");
+    for r in &marks {
+        assert!(r.contains("0x00000400") && !r.contains("0x00004000"), "{r}");
+    }
+    assert!(
+        marks.contains(&"-A KUBE-MARK-MASQ -j MARK --or-mark 0x00000400"),
+        "{marks:?}"
     );
 }
