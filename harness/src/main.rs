@@ -334,11 +334,20 @@ fn run_command(
         ensure_ipvs("run it through `sudo ci/kpct.sh run …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
     }
     let files = kpct::scenario::files(patterns)?;
-    // Every file is validated before anything runs: a typo fails fast, with all its problems.
-    let scenarios = files
-        .iter()
-        .map(|f| kpct::scenario::load(f).map_err(|e| anyhow::anyhow!("{e}")))
-        .collect::<Result<Vec<_>>>()?;
+    // Every file is validated before anything runs: a typo fails fast, with all the problems
+    // of all the files. `expectFor` may name only proxiers this run knows.
+    let labels: Vec<String> = proxiers.iter().map(|p| p.label()).collect();
+    let mut scenarios = Vec::new();
+    let mut invalid = Vec::new();
+    for file in &files {
+        match kpct::scenario::load_for(file, kpct::scenario::KnownProxiers::Run(&labels)) {
+            Ok(s) => scenarios.push(s),
+            Err(e) => invalid.push(e.to_string()),
+        }
+    }
+    if !invalid.is_empty() {
+        anyhow::bail!("{}", invalid.join("\n"));
+    }
     if let Some(dir) = observations {
         std::fs::create_dir_all(dir)?;
     }

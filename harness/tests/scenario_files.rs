@@ -100,6 +100,18 @@ fn rke2_ipvs_node_matches_the_walkthrough() {
 /// The exact text `load` reports for each malformed fixture, one line per problem.
 const BAD: &[(&str, &str)] = &[
     (
+        "several-problems.yaml",
+        "tests/fixtures/bad/several-problems.yaml:6:18: topology.external.ip: `192.168.1.050` is not an IPv4 address (four decimal numbers 0-255, no leading zeros)\n\
+         tests/fixtures/bad/several-problems.yaml:9:7: topology.nodes[0].ip: `192.168.1.010` is not an IPv4 address (four decimal numbers 0-255, no leading zeros)\n\
+         tests/fixtures/bad/several-problems.yaml:10:7: topology.nodes[0].podCIDR: `10.244.01.0` is not an IPv4 address (four decimal numbers 0-255, no leading zeros)\n\
+         tests/fixtures/bad/several-problems.yaml:12:35: topology.pods[0].ip: `10.244.1.010` is not an IPv4 address (four decimal numbers 0-255, no leading zeros)\n\
+         tests/fixtures/bad/several-problems.yaml:12:73: topology.pods[0]: unknown field `colour`, expected one of `name`, `namespace`, `node`, `ip`, `labels`, `ports`\n\
+         tests/fixtures/bad/several-problems.yaml:16:7: services[0].spec.clusterIP: `10.96.0.010` is neither an IPv4 address (four decimal numbers 0-255, no leading zeros) nor \"None\"\n\
+         tests/fixtures/bad/several-problems.yaml:17:26: services[0].spec.ports[0].protocol: unknown variant `tcp`, expected one of `TCP`, `UDP`, `SCTP`\n\
+         tests/fixtures/bad/several-problems.yaml:21:37: probes[0].to.node: unknown node `node-z`\n\
+         tests/fixtures/bad/several-problems.yaml:23:7: probes[0].expectFor.kube-proxy-ipv: unknown proxier `kube-proxy-ipv`: expected a built-in (kube-proxy-ipvs, kube-proxy-iptables) or an `exec:PROGRAM` / `replay:DIRECTORY` label",
+    ),
+    (
         "proxier-options.yaml",
         "tests/fixtures/bad/proxier-options.yaml:17:43: services[0].spec.ports[1].nodePort: nodePort 30080 is outside the node port range 3000-3100 (topology.serviceNodePortRange)\n\
          tests/fixtures/bad/proxier-options.yaml:19:3: proxier.masqueradeBit: masqueradeBit 40 is not a bit of a 32-bit mark (0-31)\n\
@@ -204,7 +216,7 @@ const BAD: &[(&str, &str)] = &[
          tests/fixtures/bad/service-addresses.yaml:17:7: services[0].spec.clusterIP: clusterIP \
          10.112.0.1 is outside serviceCIDR 10.96.0.0/12\n\
          tests/fixtures/bad/service-addresses.yaml:21:7: services[1].spec.clusterIP: `ten` is \
-         neither an IPv4 address nor \"None\"\n\
+         neither an IPv4 address (four decimal numbers 0-255, no leading zeros) nor \"None\"\n\
          tests/fixtures/bad/service-addresses.yaml:24:5: services[2].spec.clusterIP: clusterIP is \
          required: an IPv4 address inside serviceCIDR 10.96.0.0/12, or \"None\" for a headless \
          service\n\
@@ -298,6 +310,33 @@ fn every_bad_fixture_fails_with_its_exact_message() {
             "fixture {file}"
         );
     }
+}
+
+/// In a run, `expectFor` may name the built-ins and the run's own `--proxier`s, nothing else: a
+/// pin for a proxier the run does not have would silently never judge anything.
+#[test]
+fn expect_for_names_only_the_proxiers_of_the_run() {
+    let text = std::fs::read_to_string(scenarios_dir().join("clusterip-cross-node.yaml")).unwrap();
+    let pinned = text.replace(
+        "    expect:",
+        "    expectFor:\n      exec:./my-proxier: {outcome: delivered}\n    expect:",
+    );
+    assert_ne!(pinned, text, "the scenario has an `expect` to pin next to");
+    let known = |labels: &[String]| {
+        scenario::parse_for(&pinned, "pinned.yaml", scenario::KnownProxiers::Run(labels))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    assert_eq!(known(&["exec:./my-proxier".to_owned()]), Ok(()));
+    let err = known(&["exec:./my-proxy".to_owned()]).unwrap_err();
+    assert!(
+        err.ends_with(
+            "probes[0].expectFor.exec:./my-proxier: `exec:./my-proxier` is not a proxier of \
+             this run (built-ins: kube-proxy-ipvs, kube-proxy-iptables; --proxier: exec:./my-proxy)"
+        ),
+        "{err}"
+    );
+    assert!(scenario::parse(&pinned, "pinned.yaml").is_ok());
 }
 
 #[test]

@@ -4,8 +4,9 @@
 //! operator can jump straight to the offending line. serde_yaml_ng keeps no spans in its values,
 //! so lines of semantic problems are found by re-reading the text (see [`locate`]).
 
-use super::model::Scenario;
-use super::validate::{self, FieldPath, Seg};
+use super::model::{Scenario, IPV4_FORM};
+use super::recover::{self, SerdeProblem};
+use super::validate::{self, FieldPath, KnownProxiers, Seg};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::fmt;
 use std::path::Path;
@@ -68,37 +69,64 @@ fn one_per_line(problems: &[Problem]) -> String {
 
 /// Reads, parses and validates a scenario file; `name` defaults to the file stem.
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+    load_for(path, KnownProxiers::Any)
+}
+
+/// [`load`], with `expectFor` keys checked against the proxiers of a run.
+pub fn load_for(path: &Path, known: KnownProxiers<'_>) -> Result<Scenario, ScenarioError> {
     let origin = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
         origin: origin.clone(),
         source,
     })?;
-    parse(&text, &origin)
+    parse_for(&text, &origin, known)
 }
 
 /// Parses and validates scenario text. `origin` names the text in messages (usually the file
 /// path); its stem becomes the scenario name when the file sets none.
 pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
-    let mut scenario = deserialize(text, origin)?;
+    parse_for(text, origin, KnownProxiers::Any)
+}
+
+/// [`parse`], with `expectFor` keys checked against the proxiers of a run.
+pub fn parse_for(
+    text: &str,
+    origin: &str,
+    known: KnownProxiers<'_>,
+) -> Result<Scenario, ScenarioError> {
+    let outcome = recover::deserialize(text);
+    let mut problems: Vec<Problem> = outcome
+        .problems
+        .iter()
+        .map(|p| serde_problem(text, origin, p))
+        .collect();
+    let Some(mut scenario) = outcome.scenario else {
+        return Err(ScenarioError::Invalid { problems });
+    };
     if scenario.name.is_empty() {
         scenario.name = Path::new(origin)
             .file_stem()
             .map(|stem| stem.to_string_lossy().into_owned())
             .unwrap_or_default();
     }
-    let issues = validate::check(&scenario);
-    if issues.is_empty() {
-        return Ok(scenario);
-    }
-    let mut problems: Vec<Problem> = issues
+    // A check at a stand-in would judge the stand-in, not the file.
+    let issues = validate::check(&scenario, known)
         .into_iter()
-        .map(|issue| Problem {
+        .filter(|issue| {
+            !outcome
+                .stand_ins
+                .iter()
+                .any(|stand_in| issue.path.segments().starts_with(stand_in))
+        });
+    problems.extend(issues.map(|issue| Problem {
             origin: origin.to_owned(),
             location: locate(text, issue.path.segments()),
             path: issue.path.to_string(),
             message: issue.message,
-        })
-        .collect();
+        }));
+    if problems.is_empty() {
+        return Ok(scenario);
+    }
     // Reading order is what an operator fixing the file wants; checks run in a different order.
     problems.sort_by_key(|p| p.location.unwrap_or((usize::MAX, usize::MAX)));
     Err(ScenarioError::Invalid { problems })
@@ -106,7 +134,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
 
 /// Validates a scenario built in code (no text, so no line numbers).
 pub fn validate(scenario: &Scenario) -> Result<(), ScenarioError> {
-    let problems: Vec<Problem> = validate::check(scenario)
+    let problems: Vec<Problem> = validate::check(scenario, KnownProxiers::Any)
         .into_iter()
         .map(|issue| Problem {
             origin: scenario.name.clone(),
@@ -122,40 +150,41 @@ pub fn validate(scenario: &Scenario) -> Result<(), ScenarioError> {
     }
 }
 
-fn deserialize(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
-    let de = serde_yaml_ng::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(de).map_err(|err| {
-        let segments = path_segments(err.path());
-        let inner = err.inner();
-        let message = clean_message(&inner.to_string(), inner.location());
-        // The message names an unknown key already; the path names where it was found.
-        let path_len = if message.starts_with("unknown field `") {
-            segments.len().saturating_sub(1)
-        } else {
-            segments.len()
-        };
-        let path = FieldPath::from_segments(segments[..path_len].to_vec());
-        // serde_yaml_ng marks the node whose `deserialize_*` call was running: the field itself
-        // for type errors, but the enclosing mapping for errors raised by a `Deserialize` impl
-        // after reading the field (a bad CIDR), and the point past the field for syntax errors.
-        // The mark never lies before the field's node, so the later of the two positions is the
-        // precise one.
-        let marked = inner.location().map(|l| (l.line(), l.column()));
-        let located = locate_exact(text, &segments);
-        let location = marked.max(located).or_else(|| locate(text, &segments));
-        let problem = Problem {
-            origin: origin.to_owned(),
-            location,
-            path: path.to_string(),
-            message,
-        };
-        ScenarioError::Invalid {
-            problems: vec![problem],
+/// Where a serde problem is and what it says, in the file's terms.
+fn serde_problem(text: &str, origin: &str, p: &SerdeProblem) -> Problem {
+    let segments = &p.segments;
+    let mut message = clean_message(&p.error.to_string(), p.error.location());
+    // std's address parser says only that the syntax is wrong; the usual cause is a leading
+    // zero (`10.0.0.010`), which it refuses because other parsers read it as octal.
+    if message == "invalid IPv4 address syntax" {
+        if let Some(value) = recover::scalar_at(text, segments) {
+            message = format!("`{value}` is not an IPv4 address ({IPV4_FORM})");
         }
-    })
+    }
+    // The message names an unknown key already; the path names where it was found.
+    let path_len = if message.starts_with("unknown field `") {
+        segments.len().saturating_sub(1)
+    } else {
+        segments.len()
+    };
+    let path = FieldPath::from_segments(segments[..path_len].to_vec());
+    // serde_yaml_ng marks the node whose `deserialize_*` call was running: the field itself
+    // for type errors, but the enclosing mapping for errors raised by a `Deserialize` impl
+    // after reading the field (a bad CIDR), and the point past the field for syntax errors.
+    // The mark never lies before the field's node, so the later of the two positions is the
+    // precise one. Problems found in the re-read tree carry no mark.
+    let marked = p.error.location().map(|l| (l.line(), l.column()));
+    let located = locate_exact(text, segments);
+    let location = marked.max(located).or_else(|| locate(text, segments));
+    Problem {
+        origin: origin.to_owned(),
+        location,
+        path: path.to_string(),
+        message,
+    }
 }
 
-fn path_segments(path: &serde_path_to_error::Path) -> Vec<Seg> {
+pub(super) fn path_segments(path: &serde_path_to_error::Path) -> Vec<Seg> {
     path.iter()
         .filter_map(|segment| match segment {
             serde_path_to_error::Segment::Seq { index } => Some(Seg::Index(*index)),

@@ -1,10 +1,12 @@
 mod files;
 mod load;
 pub mod model;
+mod recover;
 mod resolve;
 mod validate;
 
 pub use files::{files, BUNDLED};
-pub use load::{load, parse, validate, Problem, ScenarioError};
+pub use load::{load, load_for, parse, parse_for, validate, Problem, ScenarioError};
+pub use validate::KnownProxiers;
 pub use model::*;
 pub use resolve::{cluster_state, node_context};

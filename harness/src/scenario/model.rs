@@ -54,6 +54,10 @@ impl std::fmt::Display for Ipv4Cidr {
     }
 }
 
+/// What an IPv4 address must look like, for messages: std's parser refuses leading zeros,
+/// which other parsers read as octal, and only says the syntax is wrong.
+pub(crate) const IPV4_FORM: &str = "four decimal numbers 0-255, no leading zeros";
+
 impl std::str::FromStr for Ipv4Cidr {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -62,7 +66,7 @@ impl std::str::FromStr for Ipv4Cidr {
             .ok_or_else(|| format!("`{s}` is not a CIDR (expected a.b.c.d/len)"))?;
         let addr: Ipv4Addr = a
             .parse()
-            .map_err(|_| format!("`{a}` is not an IPv4 address"))?;
+            .map_err(|_| format!("`{a}` is not an IPv4 address ({IPV4_FORM})"))?;
         let prefix_len: u8 = p
             .parse()
             .map_err(|_| format!("`{p}` is not a prefix length"))?;

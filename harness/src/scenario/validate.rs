@@ -4,9 +4,11 @@
 //! is fixed in one round.
 
 use super::model::{
+    IPV4_FORM,
     EndpointSlice, Expectation, Ipv4Cidr, OutcomeExpectation, Pod, Probe, ProbeTarget, Protocol,
     Scenario, Service, ServicePort, ServiceType, SessionAffinity, TargetPort, TrafficPolicy, Via,
 };
+use crate::proxier::BUILTIN;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::Ipv4Addr;
@@ -68,10 +70,49 @@ pub(crate) struct Issue {
     pub(crate) message: String,
 }
 
+/// Which proxier names `expectFor` may use: a key that names no proxier would silently never
+/// apply.
+#[derive(Debug, Clone, Copy)]
+pub enum KnownProxiers<'a> {
+    /// The built-ins and any `exec:`/`replay:` spec: a file read outside a run.
+    Any,
+    /// The built-ins and exactly these labels: the `--proxier`s of a run.
+    Run(&'a [String]),
+}
+
+impl KnownProxiers<'_> {
+    fn problem(&self, key: &str) -> Option<String> {
+        if BUILTIN.contains(&key) {
+            return None;
+        }
+        let external = ["exec:", "replay:"]
+            .iter()
+            .any(|p| key.strip_prefix(p).is_some_and(|rest| !rest.trim().is_empty()));
+        let builtins = BUILTIN.join(", ");
+        match self {
+            KnownProxiers::Any if external => None,
+            KnownProxiers::Any => Some(format!(
+                "unknown proxier `{key}`: expected a built-in ({builtins}) or an \
+                 `exec:PROGRAM` / `replay:DIRECTORY` label"
+            )),
+            KnownProxiers::Run(labels) if labels.iter().any(|l| l == key) => None,
+            KnownProxiers::Run(labels) => Some(format!(
+                "`{key}` is not a proxier of this run (built-ins: {builtins}; --proxier: {})",
+                if labels.is_empty() {
+                    "none".to_owned()
+                } else {
+                    labels.join(", ")
+                }
+            )),
+        }
+    }
+}
+
 /// Every semantic problem of `s`, in check order.
-pub(crate) fn check(s: &Scenario) -> Vec<Issue> {
+pub(crate) fn check(s: &Scenario, known: KnownProxiers<'_>) -> Vec<Issue> {
     let mut c = Checker {
         s,
+        known,
         issues: Vec::new(),
     };
     c.topology_cidrs();
@@ -156,6 +197,7 @@ fn port_label(port: &ServicePort) -> String {
 
 struct Checker<'a> {
     s: &'a Scenario,
+    known: KnownProxiers<'a>,
     issues: Vec<Issue>,
 }
 
@@ -513,7 +555,7 @@ impl<'a> Checker<'a> {
             Some(text) => match text.parse::<Ipv4Addr>() {
                 Err(_) => self.err(
                     path,
-                    format!("`{text}` is neither an IPv4 address nor \"None\""),
+                    format!("`{text}` is neither an IPv4 address ({IPV4_FORM}) nor \"None\""),
                 ),
                 Ok(ip) if !service_cidr.contains(ip) => self.err(
                     path,
@@ -912,6 +954,11 @@ impl<'a> Checker<'a> {
     fn probe_target(&mut self, path: &FieldPath, probe: &Probe) {
         let path = path.key("to");
         let to = &probe.to;
+        if let Some(node) = &to.node {
+            if self.node(node).is_none() {
+                self.err(path.key("node"), format!("unknown node `{node}`"));
+            }
+        }
         match (&to.service, to.ip) {
             (Some(_), Some(_)) => {
                 self.err(path, "set either `service` or `ip`, not both");
@@ -1046,11 +1093,8 @@ impl<'a> Checker<'a> {
         match (&probe.to.node, via) {
             // nodePort: whose node IP to send to; externalIP / loadBalancer: which node an
             // external packet enters through (as an upstream router would pick).
-            (Some(node), Via::NodePort | Via::ExternalIP | Via::LoadBalancer) => {
-                if self.node(node).is_none() {
-                    self.err(path.key("node"), format!("unknown node `{node}`"));
-                }
-            }
+            // Whether it exists is checked for every target, in `probe_target`.
+            (Some(_), Via::NodePort | Via::ExternalIP | Via::LoadBalancer) => {}
             (Some(_), Via::ClusterIP) => self.err(
                 path.key("node"),
                 "`node` is not used with `via: clusterIP` (ClusterIPs are reached from inside the cluster)",
@@ -1086,6 +1130,9 @@ impl<'a> Checker<'a> {
             self.expectation(&path.key("expect"), expect, probe.repeat);
         }
         for (proxier, expect) in &probe.expect_for {
+            if let Some(problem) = self.known.problem(proxier) {
+                self.err(path.key("expectFor").key(proxier), problem);
+            }
             self.expectation(&path.key("expectFor").key(proxier), expect, probe.repeat);
         }
     }
