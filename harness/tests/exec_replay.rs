@@ -206,16 +206,17 @@ fn replay_of_a_kube_proxy_iptables_node_reproduces_it() {
     applier()
         .apply(&live, "node-a", &p, None)
         .expect("apply reference programming");
-    // Sysctls are not part of a capture.
-    let opts = ReadOptions::default();
+    // A capture records the proxier-relevant sysctls the kernel has, set or not.
+    let opts = ReadOptions {
+        sysctls: replay::KUBE_PROXY_SYSCTLS
+            .iter()
+            .filter(|k| live.get_sysctl(k).is_ok())
+            .map(|k| k.to_string())
+            .collect(),
+        ..ReadOptions::default()
+    };
     let live_state = read(&live, &opts);
-    assert_eq!(
-        live_state.diff_against(&Programming {
-            sysctls: Default::default(),
-            ..p.clone()
-        }),
-        vec![]
-    );
+    assert_eq!(live_state.diff_against(&p), vec![]);
 
     let dir = scratch_dir("replay");
     replay::capture(&live, "node-a", &dir, Default::default()).expect("capture");
@@ -239,7 +240,11 @@ fn replay_fixture_applies_and_reports_file_lines() {
     let (report, state) = replay
         .sync_node(&ns, "node-a", &applier())
         .expect("replay node-a");
-    assert_eq!((report.sets, report.addresses), (2, 2), "{report}");
+    assert_eq!(
+        (report.sets, report.addresses, report.sysctls),
+        (2, 2, 1),
+        "{report}"
+    );
     let loaded = replay.load("node-a").unwrap();
     assert_eq!(state.diff_against(&loaded.programming), vec![]);
     // Counters and comments of the capture are gone from the effective state.
@@ -258,4 +263,55 @@ fn replay_fixture_applies_and_reports_file_lines() {
         "{err}"
     );
     assert!(err.contains("bad-node/iptables-save:14)"), "{err}");
+}
+
+/// kube-proxy iptables mode serves 127.0.0.1:nodePort only with `route_localnet`, a sysctl, so a
+/// replay of its nodes must carry the capture's `sysctl` file; without it the same probe fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_carries_the_node_sysctls() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../scenarios/nodeport-localhost.yaml"
+    );
+    let mut s = kpct::scenario::load(std::path::Path::new(path)).expect("scenario loads");
+    let probe = &mut s.probes[0];
+    probe.expect = probe.expect_for.remove("kube-proxy-iptables");
+    probe.expect_for.clear();
+    assert!(probe.expect.is_some(), "the scenario pins iptables mode");
+
+    let dir = scratch_dir("replay-sysctl");
+    let cluster = kpct::scenario::cluster_state(&s);
+    for node in ["node-a", "node-b"] {
+        let ctx = kpct::scenario::node_context(&s, node).expect("node");
+        let p = KubeProxyIptables.program(&cluster, &ctx).expect("program");
+        let live = netns(&format!("live-{node}"));
+        applier().apply(&live, node, &p, None).expect("apply");
+        replay::capture(&live, node, &dir, Default::default()).expect("capture");
+    }
+    let captured = std::fs::read_to_string(dir.join("node-a").join(replay::SYSCTL_FILE)).unwrap();
+    assert!(
+        captured.contains("net.ipv4.conf.all.route_localnet = 1\n"),
+        "{captured}"
+    );
+
+    let timeout = kpct::probe::probe_timeout();
+    let replayed = kpct::run::run_scenario(&s, &Replay::new(&dir), timeout)
+        .await
+        .expect("run");
+    for node in ["node-a", "node-b"] {
+        std::fs::remove_file(dir.join(node).join(replay::SYSCTL_FILE)).unwrap();
+    }
+    let without = kpct::run::run_scenario(&s, &Replay::new(&dir), timeout)
+        .await
+        .expect("run");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(replayed.violations, Vec::<String>::new());
+    assert!(
+        without
+            .violations
+            .iter()
+            .any(|v| v.contains("node-a-localhost-to-nodeport")),
+        "{:#?}",
+        without.violations
+    );
 }

@@ -52,7 +52,7 @@ use super::{
 use ipvs_genl::{
     format_save, parse_save, Destination, DestinationState, Service, ServiceState, Stats,
 };
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::net::Ipv4Addr;
 
@@ -111,7 +111,7 @@ impl Section {
 }
 
 /// A line of input with its 1-based number.
-type Line<'a> = (usize, &'a str);
+pub(crate) type Line<'a> = (usize, &'a str);
 
 /// Parses the programming text format (see the module documentation).
 pub fn parse_text(text: &str, origin: &str) -> Result<Programming, TextError> {
@@ -238,21 +238,7 @@ fn parse_body(
             out.programming.ipvs_addresses = parse_addresses_body(body, origin, &mut out.sources)?
         }
         Section::Sysctl => {
-            for (lineno, line) in body {
-                let (key, value) = parse_sysctl_line(line).map_err(|message| TextError {
-                    origin: origin.to_string(),
-                    line: *lineno,
-                    message,
-                })?;
-                out.sources.insert(
-                    Item::Sysctl { key: key.clone() },
-                    Origin {
-                        file: origin.to_string(),
-                        line: *lineno,
-                    },
-                );
-                out.programming.sysctls.insert(key, value);
-            }
+            out.programming.sysctls = parse_sysctl_body(body, origin, &mut out.sources)?
         }
     }
     Ok(())
@@ -529,6 +515,39 @@ pub(crate) fn parse_host_address(text: &str) -> Result<Ipv4Addr, String> {
     }
     addr.parse::<Ipv4Addr>()
         .map_err(|_| format!("malformed IPv4 address `{text}`"))
+}
+
+/// `key=value` lines (`key = value`, as `sysctl -a` prints, too), each key once.
+pub(crate) fn parse_sysctl_body(
+    body: &[Line],
+    origin: &str,
+    sources: &mut SourceMap,
+) -> Result<BTreeMap<String, String>, TextError> {
+    let mut sysctls = BTreeMap::new();
+    for (lineno, line) in body {
+        let err = |message| TextError {
+            origin: origin.to_string(),
+            line: *lineno,
+            message,
+        };
+        let (key, value) = parse_sysctl_line(line).map_err(err)?;
+        let item = Item::Sysctl { key: key.clone() };
+        if let Some(first) = sources.get(&item) {
+            return Err(err(format!(
+                "sysctl `{key}` is set twice (also line {})",
+                first.line
+            )));
+        }
+        sources.insert(
+            item,
+            Origin {
+                file: origin.to_string(),
+                line: *lineno,
+            },
+        );
+        sysctls.insert(key, value);
+    }
+    Ok(sysctls)
 }
 
 fn parse_sysctl_line(line: &str) -> Result<(String, String), String> {

@@ -8,6 +8,11 @@
 //! | `ipset-save` | `ipset save` output | sets created and filled |
 //! | `ipvsadm-Sn` | `ipvsadm -Sn` output | virtual and real servers |
 //! | `kube-ipvs0` | `ip -o addr show kube-ipvs0` output | the `inet` addresses (/32) bound to kube-ipvs0 |
+//! | `sysctl` | `sysctl -a` format (`key = value`), net.* keys only | each key set in the node namespace |
+//!
+//! The `sysctl` file holds the keys to set, not a whole `sysctl -a`: keys naming the real
+//! node's devices (`net.ipv4.conf.eth0.*`) do not exist in the suite's namespaces and fail
+//! with their line. [`capture`] writes the keys kube-proxy sets ([`KUBE_PROXY_SYSCTLS`]).
 //!
 //! Problems name the file and line. [`capture`] writes such a directory from a live namespace
 //! with the same tools, so a suite run can be replayed.
@@ -15,7 +20,9 @@
 use crate::netns::Netns;
 use crate::programming::effective::{effective_state, EffectiveState, ReadError, ReadOptions};
 use crate::programming::source::SourceMap;
-use crate::programming::text::{parse_host_address, parse_sections, Section, TextError};
+use crate::programming::text::{
+    parse_host_address, parse_sections, parse_sysctl_body, Section, TextError,
+};
 use crate::programming::tools::{self, IptablesBackend, ToolError};
 use crate::programming::{
     AppliedReport, Applier, ApplyError, Item, Origin, Programming, RestoreMode, Table,
@@ -26,6 +33,24 @@ pub const IPTABLES_FILE: &str = "iptables-save";
 pub const IPSET_FILE: &str = "ipset-save";
 pub const IPVS_FILE: &str = "ipvsadm-Sn";
 pub const ADDRESSES_FILE: &str = "kube-ipvs0";
+pub const SYSCTL_FILE: &str = "sysctl";
+
+/// The sysctls that decide how a proxier's rules behave, which a capture records where the
+/// kernel has them: iptables mode's `route_localnet` (pkg/proxy/iptables/proxier.go, for
+/// localhost NodePorts), IPVS mode's `sysctlVSConnTrack`, `sysctlExpireNoDestConn`,
+/// `sysctlExpireQuiescentTemplate` and, with strict ARP, `sysctlArpIgnore`/`sysctlArpAnnounce`
+/// (pkg/proxy/ipvs/proxier.go), and `conn_reuse_mode` (whether a reused source port may reach
+/// another real server). `ip_forward` and `bridge-nf-call-iptables` are the topology's: every
+/// suite node sets them, so a capture from elsewhere must not turn them off.
+pub const KUBE_PROXY_SYSCTLS: [&str; 7] = [
+    "net.ipv4.conf.all.route_localnet",
+    "net.ipv4.vs.conntrack",
+    "net.ipv4.vs.expire_nodest_conn",
+    "net.ipv4.vs.expire_quiescent_template",
+    "net.ipv4.vs.conn_reuse_mode",
+    "net.ipv4.conf.all.arp_ignore",
+    "net.ipv4.conf.all.arp_announce",
+];
 
 /// A replay directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +80,8 @@ pub enum ReplayError {
         #[source]
         source: ToolError,
     },
+    #[error("capturing sysctl {key}: {message}")]
+    CaptureSysctl { key: String, message: String },
     #[error("node {node}: reading the effective state: {source}")]
     Read {
         node: String,
@@ -159,6 +186,15 @@ impl Replay {
                 }
             }
         }
+        if let Some((text, origin)) = read_optional(&dir.join(SYSCTL_FILE))? {
+            let body: Vec<(usize, &str)> = text
+                .lines()
+                .enumerate()
+                .map(|(i, line)| (i + 1, line.trim()))
+                .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'))
+                .collect();
+            p.sysctls = parse_sysctl_body(&body, &origin, &mut loaded.sources)?;
+        }
         Ok(loaded)
     }
 
@@ -180,10 +216,11 @@ impl Replay {
         node: &str,
         applier: &Applier,
     ) -> Result<(AppliedReport, EffectiveState), ReplayError> {
-        let report = self.apply(ns, node, applier)?;
+        let loaded = self.load(node)?;
+        let report = applier.apply(ns, node, &loaded.programming, Some(&loaded.sources))?;
         let opts = ReadOptions {
             backend: applier.options.backend,
-            sysctls: Vec::new(),
+            sysctls: loaded.programming.sysctls.keys().cloned().collect(),
         };
         let effective = effective_state(ns, &opts).map_err(|source| ReplayError::Read {
             node: node.to_string(),
@@ -243,7 +280,7 @@ fn parse_ip_addr_line(line: &str) -> Result<Option<std::net::Ipv4Addr>, String> 
 
 /// Writes a replay capture of `ns` for `node` under `dir/node/`, with the real tools
 /// (`iptables-save`, `ipset save`, `ipvsadm -Sn` where the kernel has IPVS, `ip -o addr show
-/// kube-ipvs0` where the device exists).
+/// kube-ipvs0` where the device exists) and the [`KUBE_PROXY_SYSCTLS`] the kernel has.
 pub fn capture(
     ns: &Netns,
     node: &str,
@@ -276,6 +313,22 @@ pub fn capture(
     if let Ok(addrs) = tools::run(ns, "ip", &["-o", "addr", "show", "dev", "kube-ipvs0"], None) {
         write(ADDRESSES_FILE, &addrs)?;
     }
+    let mut sysctls = String::new();
+    for key in KUBE_PROXY_SYSCTLS {
+        // A key this kernel lacks (no IP_VS, no br_netfilter) is not part of the node's state.
+        let path = Path::new("/proc/sys").join(key.replace('.', "/"));
+        if !ns.run(|| path.exists()).unwrap_or(false) {
+            continue;
+        }
+        let value = ns
+            .get_sysctl(key)
+            .map_err(|e| ReplayError::CaptureSysctl {
+                key: key.to_string(),
+                message: format!("{e:#}"),
+            })?;
+        sysctls.push_str(&format!("{key} = {value}\n"));
+    }
+    write(SYSCTL_FILE, &sysctls)?;
     Ok(())
 }
 
@@ -299,6 +352,34 @@ mod tests {
             parse_ip_addr_line("5: kube-ipvs0    inet 10.0.0.1/24 scope global")
                 .unwrap_err()
                 .contains("/32")
+        );
+    }
+
+    #[test]
+    fn sysctl_files_take_net_keys_once_each() {
+        let dir = std::env::temp_dir().join(format!("kpct-replay-sysctl-{}", std::process::id()));
+        let node = dir.join("node-a");
+        std::fs::create_dir_all(&node).unwrap();
+        let load = |text: &str| {
+            std::fs::write(node.join(SYSCTL_FILE), text).unwrap();
+            Replay::new(&dir).load("node-a").map_err(|e| e.to_string())
+        };
+        let good = load("# from sysctl -a\nnet.ipv4.conf.all.route_localnet = 1\n\nnet.ipv4.ip_local_port_range = 32768\t60999\n");
+        let host = load("net.ipv4.ip_forward = 1\nkernel.pid_max = 4096\n");
+        let twice = load("net.ipv4.ip_forward = 1\n\nnet.ipv4.ip_forward=0\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+        let sysctls = good.unwrap().programming.sysctls;
+        assert_eq!(sysctls["net.ipv4.conf.all.route_localnet"], "1");
+        assert_eq!(sysctls["net.ipv4.ip_local_port_range"], "32768\t60999");
+        let host = host.unwrap_err();
+        assert!(
+            host.ends_with("node-a/sysctl:2: sysctl `kernel.pid_max` is not per network namespace (only net.* keys are allowed)"),
+            "{host}"
+        );
+        let twice = twice.unwrap_err();
+        assert!(
+            twice.ends_with("node-a/sysctl:3: sysctl `net.ipv4.ip_forward` is set twice (also line 1)"),
+            "{twice}"
         );
     }
 
