@@ -61,10 +61,12 @@ impl ScenarioObservation {
 pub fn node_addresses(topo: &Topology) -> Vec<NodeAddress> {
     let mut out = Vec::new();
     for node in topo.nodes() {
-        out.push(NodeAddress {
-            ip: node.ip,
-            label: format!("{} {UNDERLAY_IF}", node.name),
-        });
+        for &ip in std::iter::once(&node.ip).chain(&node.secondary_ips) {
+            out.push(NodeAddress {
+                ip,
+                label: format!("{} {UNDERLAY_IF}", node.name),
+            });
+        }
         out.push(NodeAddress {
             ip: node.gateway_ip(),
             label: format!("{} {BRIDGE_IF}", node.name),
@@ -107,7 +109,11 @@ fn candidate_backends(cluster: &ClusterState, scenario: &Scenario, probe: &Probe
                 })
         }
         (None, Some(ip), Some(dport)) => {
-            let node_ip = scenario.topology.nodes.iter().any(|n| n.ip == ip);
+            let node_ip = scenario
+                .topology
+                .nodes
+                .iter()
+                .any(|n| n.ip == ip || n.secondary_ips.contains(&ip));
             cluster.service_ports.iter().find(|sp| {
                 sp.protocol == probe.protocol
                     && ((sp.port == dport

@@ -193,3 +193,70 @@ async fn needs_ipvs_a_proxier_pinning_one_backend_fails_every_spreading_scenario
     require_ipvs();
     pinned_proxier_fails_every_spreading_scenario("kube-proxy-ipvs").await;
 }
+
+/// Programs like the built-in `inner` but as if the scenario had not set one option: a proxier
+/// that ignores a kube-proxy flag.
+struct OptionIgnored {
+    inner: &'static str,
+    ignore: fn(&mut scenario::ProxierOptions),
+}
+
+impl Proxier for OptionIgnored {
+    fn name(&self) -> &'static str {
+        self.inner
+    }
+    fn program(
+        &self,
+        cluster: &kpct::cluster::ClusterState,
+        node: &kpct::cluster::NodeContext,
+    ) -> anyhow::Result<kpct::programming::Programming> {
+        let mut cluster = cluster.clone();
+        (self.ignore)(&mut cluster.options);
+        builtin(self.inner)
+            .expect("a built-in")
+            .program(&cluster, node)
+    }
+    fn random_backend_choice(&self) -> bool {
+        builtin(self.inner)
+            .expect("a built-in")
+            .random_backend_choice()
+    }
+}
+
+/// The nodePortAddresses scenarios fail for a proxier that serves NodePorts on every address,
+/// each on the probe that must be refused.
+async fn ignoring_node_port_addresses_is_caught(proxier: &'static str) {
+    let ignoring = OptionIgnored {
+        inner: proxier,
+        ignore: |o| o.node_port_addresses.clear(),
+    };
+    for (file, refused) in [
+        ("nodeport-addresses-cidr", "external-to-node-a-primary"),
+        ("nodeport-addresses-primary", "external-to-node-a-secondary"),
+    ] {
+        let path = format!("{}/../scenarios/{file}.yaml", env!("CARGO_MANIFEST_DIR"));
+        let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
+        let run = kpct::run::run_scenario(&s, &ignoring, probe_timeout())
+            .await
+            .unwrap_or_else(|e| panic!("{file}: {e:#}"));
+        assert!(
+            run.violations
+                .iter()
+                .any(|v| v.contains(&format!("probe `{refused}`"))
+                    && v.contains("expected outcome Rejected")),
+            "{file}: {:#?}",
+            run.violations
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_node_port_addresses_is_caught_in_iptables_mode() {
+    ignoring_node_port_addresses_is_caught("kube-proxy-iptables").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_ignoring_node_port_addresses_is_caught() {
+    require_ipvs();
+    ignoring_node_port_addresses_is_caught("kube-proxy-ipvs").await;
+}

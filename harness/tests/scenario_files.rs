@@ -100,6 +100,12 @@ fn rke2_ipvs_node_matches_the_walkthrough() {
 /// The exact text `load` reports for each malformed fixture, one line per problem.
 const BAD: &[(&str, &str)] = &[
     (
+        "secondary-ips.yaml",
+        "tests/fixtures/bad/secondary-ips.yaml:8:36: topology.nodes[0].secondaryIPs[1]: node IP 192.168.1.11 is already used by topology.nodes[1].ip\n\
+         tests/fixtures/bad/secondary-ips.yaml:8:50: topology.nodes[0].secondaryIPs[2]: node IP 10.0.0.1 is outside the underlay 192.168.1.0/24\n\
+         tests/fixtures/bad/secondary-ips.yaml:14:5: topology.external.ip: external client IP 192.168.1.20 is the IP of node `node-a`",
+    ),
+    (
         "several-problems.yaml",
         "tests/fixtures/bad/several-problems.yaml:6:18: topology.external.ip: `192.168.1.050` is not an IPv4 address (four decimal numbers 0-255, no leading zeros)\n\
          tests/fixtures/bad/several-problems.yaml:9:7: topology.nodes[0].ip: `192.168.1.010` is not an IPv4 address (four decimal numbers 0-255, no leading zeros)\n\
@@ -115,7 +121,8 @@ const BAD: &[(&str, &str)] = &[
         "proxier-options.yaml",
         "tests/fixtures/bad/proxier-options.yaml:17:43: services[0].spec.ports[1].nodePort: nodePort 30080 is outside the node port range 3000-3100 (topology.serviceNodePortRange)\n\
          tests/fixtures/bad/proxier-options.yaml:19:3: proxier.masqueradeBit: masqueradeBit 40 is not a bit of a 32-bit mark (0-31)\n\
-         tests/fixtures/bad/proxier-options.yaml:20:3: proxier.ipvsScheduler: unknown IPVS scheduler `rrr`, expected one of rr, wrr, lc, wlc, sh, dh, mh, sed, nq",
+         tests/fixtures/bad/proxier-options.yaml:20:3: proxier.ipvsScheduler: unknown IPVS scheduler `rrr`, expected one of rr, wrr, lc, wlc, sh, dh, mh, sed, nq\n\
+         tests/fixtures/bad/proxier-options.yaml:21:39: proxier.nodePortAddresses[1]: `primary` stands alone: it cannot be combined with CIDRs",
     ),
     (
         "expectation-choice.yaml",

@@ -119,7 +119,7 @@ fn destination(
                 .topology
                 .nodes
                 .iter()
-                .find(|n| n.ip == ip)
+                .find(|n| n.ip == ip || n.secondary_ips.contains(&ip))
                 .map(|n| n.name.clone())
         });
         return Ok((probe.protocol, ip, dport, node));
@@ -216,7 +216,7 @@ fn source(
             .topology
             .nodes
             .iter()
-            .find(|n| n.ip == dst)
+            .find(|n| n.ip == dst || n.secondary_ips.contains(&dst))
             .map(|n| n.name.as_str())
             .or(via_node)
             .ok_or_else(|| {

@@ -6,6 +6,7 @@
 pub mod exec;
 pub mod kube_proxy_iptables;
 pub mod kube_proxy_ipvs;
+mod node_port_addresses;
 pub mod replay;
 
 use crate::cluster::{ClusterState, NodeContext};

@@ -320,12 +320,10 @@ pub fn capture(
         if !ns.run(|| path.exists()).unwrap_or(false) {
             continue;
         }
-        let value = ns
-            .get_sysctl(key)
-            .map_err(|e| ReplayError::CaptureSysctl {
-                key: key.to_string(),
-                message: format!("{e:#}"),
-            })?;
+        let value = ns.get_sysctl(key).map_err(|e| ReplayError::CaptureSysctl {
+            key: key.to_string(),
+            message: format!("{e:#}"),
+        })?;
         sysctls.push_str(&format!("{key} = {value}\n"));
     }
     write(SYSCTL_FILE, &sysctls)?;
@@ -378,7 +376,9 @@ mod tests {
         );
         let twice = twice.unwrap_err();
         assert!(
-            twice.ends_with("node-a/sysctl:3: sysctl `net.ipv4.ip_forward` is set twice (also line 1)"),
+            twice.ends_with(
+                "node-a/sysctl:3: sysctl `net.ipv4.ip_forward` is set twice (also line 1)"
+            ),
             "{twice}"
         );
     }

@@ -119,11 +119,11 @@ pub fn parse_for(
                 .any(|stand_in| issue.path.segments().starts_with(stand_in))
         });
     problems.extend(issues.map(|issue| Problem {
-            origin: origin.to_owned(),
-            location: locate(text, issue.path.segments()),
-            path: issue.path.to_string(),
-            message: issue.message,
-        }));
+        origin: origin.to_owned(),
+        location: locate(text, issue.path.segments()),
+        path: issue.path.to_string(),
+        message: issue.message,
+    }));
     if problems.is_empty() {
         return Ok(scenario);
     }

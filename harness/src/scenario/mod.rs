@@ -7,6 +7,6 @@ mod validate;
 
 pub use files::{files, BUNDLED};
 pub use load::{load, load_for, parse, parse_for, validate, Problem, ScenarioError};
-pub use validate::KnownProxiers;
 pub use model::*;
 pub use resolve::{cluster_state, node_context};
+pub use validate::KnownProxiers;

@@ -213,6 +213,14 @@ pub struct Node {
     pub name: String,
     /// The node's underlay address (its InternalIP).
     pub ip: Ipv4Addr,
+    /// More underlay addresses on the same interface (kernel-secondary: the node still sources
+    /// its own traffic from `ip`), e.g. a second address serving NodePorts.
+    #[serde(
+        rename = "secondaryIPs",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub secondary_ips: Vec<Ipv4Addr>,
     #[serde(rename = "podCIDR")]
     pub pod_cidr: Ipv4Cidr,
 }
@@ -492,6 +500,52 @@ pub struct ProxierOptions {
     /// masquerade with.
     #[serde(default = "default_masquerade_bit")]
     pub masquerade_bit: u8,
+    /// `--nodeport-addresses`: the node addresses that serve NodePorts, as CIDRs or the one
+    /// keyword `primary` (the node IP). Empty matches every address, the default of both modes.
+    #[serde(default)]
+    pub node_port_addresses: Vec<NodePortAddress>,
+}
+
+/// One `--nodeport-addresses` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodePortAddress {
+    /// `primary`: cmd/kube-proxy/app/server.go turns it into the node IP as a /32.
+    Primary,
+    Cidr(Ipv4Cidr),
+}
+
+impl std::fmt::Display for NodePortAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NodePortAddress::Primary => f.write_str("primary"),
+            NodePortAddress::Cidr(cidr) => write!(f, "{cidr}"),
+        }
+    }
+}
+
+impl std::str::FromStr for NodePortAddress {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "primary" {
+            return Ok(NodePortAddress::Primary);
+        }
+        s.parse()
+            .map(NodePortAddress::Cidr)
+            .map_err(|e| format!("{e}; expected a CIDR or `primary`"))
+    }
+}
+
+impl Serialize for NodePortAddress {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for NodePortAddress {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 fn default_masquerade_bit() -> u8 {
@@ -516,6 +570,7 @@ impl Default for ProxierOptions {
             localhost_node_ports: true,
             random_fully: true,
             masquerade_bit: default_masquerade_bit(),
+            node_port_addresses: Vec::new(),
         }
     }
 }

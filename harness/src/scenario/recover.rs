@@ -113,7 +113,11 @@ fn set_aside(tree: &mut Value, p: &SerdeProblem) -> Option<Retry> {
 }
 
 /// Tries stand-ins at `path` until the error there goes away.
-fn stand_in(tree: &mut Value, path: &[Seg], message: &str) -> Option<Result<Scenario, SerdeProblem>> {
+fn stand_in(
+    tree: &mut Value,
+    path: &[Seg],
+    message: &str,
+) -> Option<Result<Scenario, SerdeProblem>> {
     for candidate in candidates(message) {
         *node_mut(tree, path)? = candidate;
         match attempt(tree) {
@@ -129,8 +133,8 @@ fn stand_in(tree: &mut Value, path: &[Seg], message: &str) -> Option<Result<Scen
 /// then an address, a CIDR, a number, a flag, a name, a port range, nothing, empty collections.
 fn candidates(message: &str) -> Vec<Value> {
     let mut out = Vec::new();
-    if let Some(variant) = quoted_after(message, "expected one of `")
-        .or_else(|| quoted_after(message, "expected `"))
+    if let Some(variant) =
+        quoted_after(message, "expected one of `").or_else(|| quoted_after(message, "expected `"))
     {
         out.push(Value::String(variant.to_owned()));
     }
@@ -178,11 +182,17 @@ mod tests {
     #[test]
     fn quoted_names_are_read_from_serde_messages() {
         assert_eq!(
-            quoted_after("unknown field `nodeport`, expected one of `name`", "unknown field `"),
+            quoted_after(
+                "unknown field `nodeport`, expected one of `name`",
+                "unknown field `"
+            ),
             Some("nodeport")
         );
         assert_eq!(
-            quoted_after("unknown variant `tcp`, expected one of `TCP`, `UDP`", "expected one of `"),
+            quoted_after(
+                "unknown variant `tcp`, expected one of `TCP`, `UDP`",
+                "expected one of `"
+            ),
             Some("TCP")
         );
         assert_eq!(quoted_after("invalid type", "missing field `"), None);
@@ -192,7 +202,10 @@ mod tests {
     fn nodes_are_found_by_path() {
         let mut tree: Value = serde_yaml_ng::from_str("a:\n  - {b: 1}\n  - {b: 2}\n").unwrap();
         let path = [Seg::Key("a".into()), Seg::Index(1), Seg::Key("b".into())];
-        assert_eq!(node_mut(&mut tree, &path), Some(&mut Value::Number(2.into())));
+        assert_eq!(
+            node_mut(&mut tree, &path),
+            Some(&mut Value::Number(2.into()))
+        );
         assert_eq!(node_mut(&mut tree, &[Seg::Key("z".into())]), None);
     }
 }

@@ -37,12 +37,13 @@ pub fn cluster_state(s: &Scenario) -> ClusterState {
 /// The node `node` as its own proxier sees it; `None` if there is no such node.
 pub fn node_context(s: &Scenario, node: &str) -> Option<NodeContext> {
     let n = s.topology.nodes.iter().find(|n| n.name == node)?;
-    // The addresses the topology engine puts on eth0, flannel.1 (the podCIDR's network address,
+    // The addresses the topology engine puts on eth0 (ip and secondaryIPs), flannel.1 (the podCIDR's network address,
     // as flannel assigns its VTEP) and cni0 (the podCIDR's first host, the pods' gateway).
     let mut local_addresses: Vec<Ipv4Addr> =
         [Some(n.ip), Some(n.pod_cidr.network()), n.pod_cidr.nth(1)]
             .into_iter()
             .flatten()
+            .chain(n.secondary_ips.iter().copied())
             .collect();
     local_addresses.sort();
     local_addresses.dedup();
@@ -342,11 +343,13 @@ mod tests {
                     Node {
                         name: "node-a".into(),
                         ip: ip("192.168.1.10"),
+                        secondary_ips: Vec::new(),
                         pod_cidr: cidr("10.244.1.0/24"),
                     },
                     Node {
                         name: "node-b".into(),
                         ip: ip("192.168.1.11"),
+                        secondary_ips: Vec::new(),
                         pod_cidr: cidr("10.244.2.0/24"),
                     },
                 ],

@@ -4,9 +4,9 @@
 //! is fixed in one round.
 
 use super::model::{
-    IPV4_FORM,
-    EndpointSlice, Expectation, Ipv4Cidr, OutcomeExpectation, Pod, Probe, ProbeTarget, Protocol,
-    Scenario, Service, ServicePort, ServiceType, SessionAffinity, TargetPort, TrafficPolicy, Via,
+    EndpointSlice, Expectation, Ipv4Cidr, NodePortAddress, OutcomeExpectation, Pod, Probe,
+    ProbeTarget, Protocol, Scenario, Service, ServicePort, ServiceType, SessionAffinity,
+    TargetPort, TrafficPolicy, Via, IPV4_FORM,
 };
 use crate::proxier::BUILTIN;
 use std::collections::{BTreeMap, BTreeSet};
@@ -85,9 +85,10 @@ impl KnownProxiers<'_> {
         if BUILTIN.contains(&key) {
             return None;
         }
-        let external = ["exec:", "replay:"]
-            .iter()
-            .any(|p| key.strip_prefix(p).is_some_and(|rest| !rest.trim().is_empty()));
+        let external = ["exec:", "replay:"].iter().any(|p| {
+            key.strip_prefix(p)
+                .is_some_and(|rest| !rest.trim().is_empty())
+        });
         let builtins = BUILTIN.join(", ");
         match self {
             KnownProxiers::Any if external => None,
@@ -303,7 +304,7 @@ impl<'a> Checker<'a> {
             self.err(Self::topo().key("nodes"), "at least one node is required");
         }
         let mut names: BTreeMap<&str, usize> = BTreeMap::new();
-        let mut ips: BTreeMap<Ipv4Addr, usize> = BTreeMap::new();
+        let mut ips: BTreeMap<Ipv4Addr, FieldPath> = BTreeMap::new();
         for (i, node) in t.nodes.iter().enumerate() {
             let path = Self::topo().key("nodes").idx(i);
             self.dns_label(path.key("name"), "node name", &node.name);
@@ -317,36 +318,37 @@ impl<'a> Checker<'a> {
                     ),
                 );
             }
-            self.node_ip(&path, node.ip, &mut ips, i);
+            self.node_ip(path.key("ip"), node.ip, &mut ips);
             self.pod_cidr(&path, &node.pod_cidr, i);
+        }
+        // After every node's `ip`, so a clash names the secondary address as the culprit.
+        for (i, node) in t.nodes.iter().enumerate() {
+            for (k, &ip) in node.secondary_ips.iter().enumerate() {
+                let path = Self::topo().key("nodes").idx(i).key("secondaryIPs").idx(k);
+                self.node_ip(path, ip, &mut ips);
+            }
         }
     }
 
-    fn node_ip(
-        &mut self,
-        path: &FieldPath,
-        ip: Ipv4Addr,
-        ips: &mut BTreeMap<Ipv4Addr, usize>,
-        i: usize,
-    ) {
+    /// A node's underlay address (its `ip` or one of its `secondaryIPs`), each used once.
+    fn node_ip(&mut self, path: FieldPath, ip: Ipv4Addr, ips: &mut BTreeMap<Ipv4Addr, FieldPath>) {
         let underlay = self.s.topology.underlay;
         if !underlay.contains(ip) {
             self.err(
-                path.key("ip"),
+                path.clone(),
                 format!("node IP {ip} is outside the underlay {underlay}"),
             );
         } else if ip == underlay.network() || ip == broadcast(&underlay) {
             self.err(
-                path.key("ip"),
+                path.clone(),
                 format!("node IP {ip} is the network or broadcast address of {underlay}"),
             );
         }
-        if let Some(first) = ips.insert(ip, i) {
-            ips.insert(ip, first);
-            self.err(
-                path.key("ip"),
-                format!("node IP {ip} is already used by topology.nodes[{first}]"),
-            );
+        if let Some(first) = ips.get(&ip) {
+            let first = first.clone();
+            self.err(path, format!("node IP {ip} is already used by {first}"));
+        } else {
+            ips.insert(ip, path);
         }
     }
 
@@ -482,7 +484,13 @@ impl<'a> Checker<'a> {
                 ),
             );
         }
-        if let Some(node) = self.s.topology.nodes.iter().find(|n| n.ip == ext.ip) {
+        if let Some(node) = self
+            .s
+            .topology
+            .nodes
+            .iter()
+            .find(|n| n.ip == ext.ip || n.secondary_ips.contains(&ext.ip))
+        {
             self.err(
                 path,
                 format!(
@@ -1242,6 +1250,18 @@ impl<'a> Checker<'a> {
                     SCHEDULERS.join(", ")
                 ),
             );
+        }
+        // validateKubeProxyNodePortAddress (pkg/proxy/apis/config/validation): `primary` alone.
+        let entries = &options.node_port_addresses;
+        if entries.len() > 1 {
+            for (i, entry) in entries.iter().enumerate() {
+                if *entry == NodePortAddress::Primary {
+                    self.err(
+                        path.key("nodePortAddresses").idx(i),
+                        "`primary` stands alone: it cannot be combined with CIDRs",
+                    );
+                }
+            }
         }
     }
 }

@@ -29,6 +29,8 @@ use std::time::{Duration, Instant};
 pub struct NodeNs {
     pub name: String,
     pub ip: Ipv4Addr,
+    /// Further eth0 addresses, added after `ip` so the kernel keeps `ip` primary.
+    pub secondary_ips: Vec<Ipv4Addr>,
     pub pod_cidr: Ipv4Cidr,
     pub vtep_mac: [u8; 6],
     pub netns: Netns,
@@ -116,6 +118,7 @@ impl Topology {
             let built = NodeNs {
                 name: node.name.clone(),
                 ip: node.ip,
+                secondary_ips: node.secondary_ips.clone(),
                 pod_cidr: node.pod_cidr,
                 vtep_mac: mac_for(&format!("node/{}/{VXLAN_IF}", node.name)),
                 netns,
@@ -308,6 +311,9 @@ async fn build_node(
     nl.set_up("lo").await?;
     nl.add_address(UNDERLAY_IF, node.ip, underlay.prefix_len)
         .await?;
+    for &ip in &node.secondary_ips {
+        nl.add_address(UNDERLAY_IF, ip, underlay.prefix_len).await?;
+    }
     nl.set_up(UNDERLAY_IF).await?;
     nl.add_default_dev_route(UNDERLAY_IF).await?;
 

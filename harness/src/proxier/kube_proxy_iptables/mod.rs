@@ -68,9 +68,11 @@ mod tests;
 
 use crate::cluster::{ClusterState, NodeContext};
 use crate::programming::{ChainDecl, Programming, RestoreMode, Table, TableRules};
+use crate::proxier::node_port_addresses::NodePortAddresses;
 use crate::proxier::Proxier;
 use crate::scenario::Ipv4Cidr;
 use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
 
 // Chain names, from the constants at the top of pkg/proxy/iptables/proxier.go.
 const KUBE_SERVICES: &str = "KUBE-SERVICES";
@@ -96,7 +98,7 @@ impl Proxier for KubeProxyIptables {
     }
 
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
-        Ok(program_with(cluster, node, &Config::from_cluster(cluster)))
+        Ok(program_with(cluster, node, &Config::new(cluster, node)))
     }
 
     /// KUBE-SVC chains pick endpoints with `statistic --mode random`.
@@ -111,8 +113,11 @@ struct Config {
     masquerade_all: bool,
     /// detect-local-mode ClusterCIDR; `None` is kube-proxy's no-op detector.
     local_cidr: Option<Ipv4Cidr>,
-    /// `--iptables-localhost-nodeports` (default true; nodePortAddresses contains 127.0.0.1).
+    /// `--iptables-localhost-nodeports` (default true), which `NewProxier` turns off when
+    /// nodePortAddresses holds no loopback address.
     localhost_node_ports: bool,
+    /// Where KUBE-SERVICES hands over to KUBE-NODEPORTS.
+    node_port_destinations: NodePortDestinations,
     /// `ipt.HasRandomFully()`: iptables >= 1.6.2.
     random_fully: bool,
     /// `nf_conntrack_tcp_be_liberal` read as non-zero: no INVALID DROP rule.
@@ -122,12 +127,28 @@ struct Config {
 }
 
 impl Config {
-    fn from_cluster(cluster: &ClusterState) -> Self {
+    fn new(cluster: &ClusterState, node: &NodeContext) -> Self {
         let options = &cluster.options;
+        let npa = NodePortAddresses::new(&options.node_port_addresses, node.node_ip);
+        // NewProxier: "if !nodePortAddresses.ContainsIPv4Loopback() { localhostNodePorts = false }".
+        let localhost_node_ports = options.localhost_node_ports && npa.contains_ipv4_loopback();
+        let node_port_destinations = if npa.match_all() {
+            NodePortDestinations::Local
+        } else {
+            // syncProxyRules skips a loopback node IP when localhost NodePorts are off
+            // ("--nodeport-addresses includes localhost but --iptables-localhost-nodeports=false").
+            NodePortDestinations::NodeIps(
+                npa.node_ips(node)
+                    .into_iter()
+                    .filter(|ip| localhost_node_ports || !ip.is_loopback())
+                    .collect(),
+            )
+        };
         Self {
             masquerade_all: options.masquerade_all,
             local_cidr: options.cluster_cidr.then_some(cluster.cluster_cidr),
-            localhost_node_ports: options.localhost_node_ports,
+            localhost_node_ports,
+            node_port_destinations,
             random_fully: options.random_fully,
             conntrack_tcp_liberal: false,
             masquerade_mark: go_hex_mark(1u32 << options.masquerade_bit),
@@ -237,18 +258,40 @@ fn write_top_level(b: &mut Buffers, cfg: &Config) {
     }
 }
 
+/// Where KUBE-SERVICES jumps to KUBE-NODEPORTS, by `nodePortAddresses.MatchAll()`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum NodePortDestinations {
+    /// Every local address: one `addrtype LOCAL` rule (the iptables-mode default).
+    Local,
+    /// `GetNodeIPs`: one `-d IP` rule per node address inside the CIDRs.
+    NodeIps(Vec<Ipv4Addr>),
+}
+
 /// "Finally, tail-call to the nodePorts chain." With nodePortAddresses matching all addresses
-/// (the iptables-mode default) this is one `addrtype LOCAL` rule; loopback is excluded only
-/// when localhost NodePorts are off.
+/// loopback is excluded only when localhost NodePorts are off; otherwise each selected node IP
+/// gets its own rule.
 fn write_nodeports_jump(b: &mut Buffers, cfg: &Config) {
-    let not_loopback = if cfg.localhost_node_ports {
-        ""
-    } else {
-        " ! -d 127.0.0.0/8"
-    };
-    b.nat_rules.push(format!(
-        "-A {KUBE_SERVICES} -m comment --comment \"kubernetes service nodeports; NOTE: this must be the last rule in this chain\" -m addrtype --dst-type LOCAL{not_loopback} -j {KUBE_NODEPORTS}"
-    ));
+    const COMMENT: &str =
+        "\"kubernetes service nodeports; NOTE: this must be the last rule in this chain\"";
+    match &cfg.node_port_destinations {
+        NodePortDestinations::Local => {
+            let not_loopback = if cfg.localhost_node_ports {
+                ""
+            } else {
+                " ! -d 127.0.0.0/8"
+            };
+            b.nat_rules.push(format!(
+                "-A {KUBE_SERVICES} -m comment --comment {COMMENT} -m addrtype --dst-type LOCAL{not_loopback} -j {KUBE_NODEPORTS}"
+            ));
+        }
+        NodePortDestinations::NodeIps(ips) => {
+            for ip in ips {
+                b.nat_rules.push(format!(
+                    "-A {KUBE_SERVICES} -m comment --comment {COMMENT} -d {ip} -j {KUBE_NODEPORTS}"
+                ));
+            }
+        }
+    }
 }
 
 /// KUBE-FORWARD: drop INVALID (kubernetes#74839), accept marked traffic and its replies even

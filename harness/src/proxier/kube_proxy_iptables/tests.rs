@@ -1074,3 +1074,52 @@ fn masquerade_bit_sets_the_mark_everywhere() {
     }
     assert!(marks.contains(&"-A KUBE-MARK-MASQ -j MARK --or-mark 0x00000400".to_string()));
 }
+
+/// proxier_test.go's TestNodePorts cases with `nodePortAddresses` (e.g. `192.168.0.0/24`): one
+/// `-d IP` jump per matching node address instead of `addrtype LOCAL`; localhost NodePorts (and
+/// so route_localnet and the localnet firewall rule) only when a CIDR holds 127.0.0.0.
+#[test]
+fn node_port_addresses_jump_per_node_ip() {
+    let jump = |ip: &str| {
+        format!("-A KUBE-SERVICES -m comment --comment \"kubernetes service nodeports; NOTE: this must be the last rule in this chain\" -d {ip} -j KUBE-NODEPORTS")
+    };
+    let with = |entries: &[&str], localhost: bool| {
+        let mut c = cluster(vec![svc("ns1", "svc1", "172.30.0.41")]);
+        c.options.node_port_addresses = entries.iter().map(|e| e.parse().unwrap()).collect();
+        c.options.localhost_node_ports = localhost;
+        let mut n = node();
+        n.local_addresses.push(ip("192.168.0.7"));
+        program_with(&c, &n, &Config::new(&c, &n))
+    };
+    let last = |p: &Programming| -> Vec<String> {
+        chain_rules(p, Table::Nat, "KUBE-SERVICES")
+            .into_iter()
+            .filter(|r| r.contains("KUBE-NODEPORTS"))
+            .collect()
+    };
+    let localnet = |p: &Programming| {
+        chain_rules(p, Table::Filter, "KUBE-FIREWALL")
+            .iter()
+            .any(|r| r.contains("block incoming localnet connections"))
+    };
+
+    let cidr = with(&["192.168.0.0/24"], true);
+    assert_eq!(last(&cidr), [jump("192.168.0.2"), jump("192.168.0.7")]);
+    assert!(cidr.sysctls.is_empty() && !localnet(&cidr));
+
+    let primary = with(&["primary"], true);
+    assert_eq!(last(&primary), [jump("192.168.0.2")]);
+
+    let loopback = with(&["192.168.0.2/32", "127.0.0.0/8"], true);
+    assert_eq!(last(&loopback), [jump("127.0.0.1"), jump("192.168.0.2")]);
+    assert_eq!(loopback.sysctls["net.ipv4.conf.all.route_localnet"], "1");
+    assert!(localnet(&loopback));
+
+    let loopback_off = with(&["192.168.0.2/32", "127.0.0.0/8"], false);
+    assert_eq!(last(&loopback_off), [jump("192.168.0.2")]);
+    assert!(loopback_off.sysctls.is_empty());
+
+    let all = with(&["192.168.0.0/24", "0.0.0.0/0"], true);
+    assert_eq!(last(&all).len(), 1);
+    assert!(last(&all)[0].contains("-m addrtype --dst-type LOCAL -j"));
+}

@@ -57,6 +57,7 @@ mod tests;
 
 use crate::cluster::{ClusterState, NodeContext, ServicePortInfo};
 use crate::programming::{Programming, RestoreMode, VirtualServer};
+use crate::proxier::node_port_addresses::NodePortAddresses;
 use crate::proxier::Proxier;
 use crate::scenario::ServiceType;
 use ipsets::IpSets;
@@ -171,16 +172,22 @@ fn sync_proxy_rules(cfg: &Config, cluster: &ClusterState, node: &NodeContext) ->
         .filter(|sp| is_proxied(sp))
         .collect();
 
-    // proxier.go only computes node IPs when some service has a NodePort; the IPVS proxier uses
-    // the MatchAll branch (nodePortAddresses defaults to 0.0.0.0/0 outside nftables mode), so the
-    // NodePort addresses are all of nodeAddressSet.
+    // proxier.go only computes node IPs when some service has a NodePort: with nodePortAddresses
+    // matching all (the default outside nftables mode) they are all of nodeAddressSet, else
+    // `GetNodeIPs` (interface addresses inside the CIDRs) without loopback ones.
     let has_node_port = proxied
         .iter()
         .any(|sp| sp.node_port.is_some_and(|p| p != 0));
-    let node_ips: Vec<Ipv4Addr> = if has_node_port {
+    let npa = NodePortAddresses::new(&cluster.options.node_port_addresses, node.node_ip);
+    let node_ips: Vec<Ipv4Addr> = if !has_node_port {
+        Vec::new()
+    } else if npa.match_all() {
         node_addresses.iter().copied().collect()
     } else {
-        Vec::new()
+        npa.node_ips(node)
+            .into_iter()
+            .filter(|ip| !ip.is_loopback())
+            .collect()
     };
 
     let ctx = services::SyncContext {

@@ -111,6 +111,7 @@ fn fake_options() -> ProxierOptions {
         localhost_node_ports: true,
         random_fully: true,
         masquerade_bit: 14,
+        node_port_addresses: Vec::new(),
     }
 }
 
@@ -333,7 +334,8 @@ fn node_port_sctp_uses_hash_entries_per_node_ip() {
 }
 
 /// TestOnlyLocalNodePorts (reference Example B): eTP Local keeps only the local endpoint and
-/// RETURNs before masquerading.
+/// RETURNs before masquerading. The test sets nodePortAddresses `100.101.102.0/24`, so an
+/// interface address outside it gets no NodePort virtual server.
 #[test]
 fn only_local_node_ports() {
     let mut sp = node_port(svc("svc1", "10.20.30.41", Protocol::Tcp, 80), 3001);
@@ -342,7 +344,13 @@ fn only_local_node_ports() {
         ep("10.180.0.1", 80, Some(THIS_NODE)),
         ep("10.180.1.1", 80, Some(OTHER_NODE)),
     ];
-    let p = program(vec![sp]);
+    let mut n = node();
+    n.local_addresses.push(ip("10.0.0.5"));
+    let options = ProxierOptions {
+        node_port_addresses: vec!["100.101.102.0/24".parse().unwrap()],
+        ..fake_options()
+    };
+    let p = program_with(options, &n, vec![sp]);
 
     assert_eq!(p.ipvs.len(), 2);
     assert_eq!(rs(&p, key("100.101.102.103", 3001, TCP)), ["10.180.0.1:80"]);
