@@ -7,7 +7,7 @@ use crate::evidence::{Collector, ProbeEvidence};
 use crate::observe::{self, NodeAddress, ProbeObservation};
 use crate::probe;
 use crate::programming::Programming;
-use crate::programming::{Applier, ApplyOptions, EffectiveState};
+use crate::programming::{Applier, ApplyOptions, EffectiveState, KERNEL_IPVS_TIMEOUTS};
 use crate::proxier::exec::{input_for, ExecProxier};
 use crate::proxier::replay::Replay;
 use crate::proxier::Proxier;
@@ -37,6 +37,10 @@ pub struct NodeSummary {
     pub ipvs_real_servers: usize,
     pub ipsets: usize,
     pub iptables_rules: usize,
+    /// `ipvsadm --set` values, when the proxier sets (or the node holds) other than the
+    /// kernel's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipvs_timeouts: Option<String>,
 }
 
 /// The outcome of running a scenario: what was observed, and which expectations failed.
@@ -87,6 +91,7 @@ fn summarize(node: &NodeNs, p: &Programming) -> NodeSummary {
         ipvs_real_servers: p.ipvs.iter().map(|v| v.destinations.len()).sum(),
         ipsets: p.ipsets.len(),
         iptables_rules: p.iptables.values().map(|t| t.rules.len()).sum(),
+        ipvs_timeouts: p.ipvs_timeouts.as_ref().map(timeouts_summary),
     }
 }
 
@@ -265,7 +270,17 @@ fn summarize_effective(node: &NodeNs, state: &EffectiveState) -> NodeSummary {
             .map_or(0, |t| t.servers.iter().map(|v| v.destinations.len()).sum()),
         ipsets: state.ipsets.len(),
         iptables_rules: state.iptables.values().map(|t| t.rules.len()).sum(),
+        ipvs_timeouts: state
+            .ipvs
+            .as_ref()
+            .map(|t| t.timeouts)
+            .filter(|t| *t != KERNEL_IPVS_TIMEOUTS)
+            .map(|t| timeouts_summary(&t)),
     }
+}
+
+fn timeouts_summary(t: &ipvs_genl::Timeouts) -> String {
+    format!("tcp {}s, tcpfin {}s, udp {}s", t.tcp, t.tcp_fin, t.udp)
 }
 
 /// A scenario's namespaces built, every node programmed by the proxier and the backends

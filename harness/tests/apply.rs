@@ -463,7 +463,52 @@ fn needs_ipvs_failure_at_ipvs_rolls_everything_back() {
         ),
         destinations: vec![],
     });
+    // Timeouts are set before the services: rolling back puts them back too.
+    bad.ipvs_timeouts = Some(ipvs_genl::Timeouts {
+        tcp: 60,
+        tcp_fin: 6,
+        udp: 3,
+    });
     fails_and_rolls_back(&ns, &bad, None, Step::Ipvs);
+}
+
+/// `ipvsadm --set` as a programming: applied, read back by our client as ipvsadm reads it, a 0
+/// keeping the kernel's value; a programming of timeouts alone leaves the table alone.
+#[test]
+fn needs_ipvs_timeouts_apply_and_read_back() {
+    caps::require_ipvs();
+    let ns = netns("ipvs-timeouts");
+    applier()
+        .apply(&ns, "node-a", &hand_made_ipvs(), None)
+        .expect("apply");
+    let table_before = read(&ns, &hand_made_ipvs()).ipvs.expect("IPVS").save;
+    let p = Programming {
+        ipvs_timeouts: Some(ipvs_genl::Timeouts {
+            tcp: 7200,
+            tcp_fin: 0,
+            udp: 30,
+        }),
+        ..Programming::default()
+    };
+    applier().apply(&ns, "node-a", &p, None).expect("apply");
+    let state = read(&ns, &p);
+    assert_eq!(state.diff_against(&p), vec![], "{state}");
+    let ipvs = state.ipvs.as_ref().expect("IPVS");
+    assert_eq!(
+        ipvs.timeouts,
+        ipvs_genl::Timeouts {
+            tcp: 7200,
+            tcp_fin: 120,
+            udp: 30
+        }
+    );
+    assert_eq!(ipvs.save, table_before, "the table is untouched");
+    let theirs = ns.exec("ipvsadm", &["-L", "--timeout"]).expect("ipvsadm");
+    assert_eq!(theirs.trim(), "Timeout (tcp tcpfin udp): 7200 120 30");
+    assert!(
+        state.to_string().contains("*ipvs\n--set 7200 120 30\n"),
+        "{state}"
+    );
 }
 
 #[test]

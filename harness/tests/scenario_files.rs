@@ -122,7 +122,8 @@ const BAD: &[(&str, &str)] = &[
         "tests/fixtures/bad/proxier-options.yaml:17:43: services[0].spec.ports[1].nodePort: nodePort 30080 is outside the node port range 3000-3100 (topology.serviceNodePortRange)\n\
          tests/fixtures/bad/proxier-options.yaml:19:3: proxier.masqueradeBit: masqueradeBit 40 is not a bit of a 32-bit mark (0-31)\n\
          tests/fixtures/bad/proxier-options.yaml:20:3: proxier.ipvsScheduler: unknown IPVS scheduler `rrr`, expected one of rr, wrr, lc, wlc, sh, dh, mh, sed, nq\n\
-         tests/fixtures/bad/proxier-options.yaml:21:39: proxier.nodePortAddresses[1]: `primary` stands alone: it cannot be combined with CIDRs",
+         tests/fixtures/bad/proxier-options.yaml:21:39: proxier.nodePortAddresses[1]: `primary` stands alone: it cannot be combined with CIDRs\n\
+         tests/fixtures/bad/proxier-options.yaml:22:28: proxier.ipvsTimeouts.tcpFin: 3000000 s is more than the kernel takes (2147483 s)",
     ),
     (
         "expectation-choice.yaml",

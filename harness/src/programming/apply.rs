@@ -23,7 +23,7 @@ use super::kube_ipvs0::{self, DeviceKind, DevicePolicy};
 use super::rollback::{self, Before};
 use super::rule_key::rule_key;
 use super::source::{Item, Origin, SourceMap};
-use super::text::{render_destination_line, render_service_line, render_table};
+use super::text::{render_destination_line, render_service_line, render_table, render_timeouts};
 use super::tools::{self, blamed_line, tool_message, IptablesBackend};
 use super::{Programming, RestoreMode, Table};
 use crate::caps::{Capabilities, Feature};
@@ -254,7 +254,7 @@ impl Applier {
                 (Step::KubeIpvs0, !p.ipvs_addresses.is_empty()),
                 (Step::Ipsets, !p.ipsets.is_empty()),
                 (Step::Iptables, !p.iptables.is_empty()),
-                (Step::Ipvs, !p.ipvs.is_empty()),
+                (Step::Ipvs, !p.ipvs.is_empty() || p.ipvs_timeouts.is_some()),
             ];
             for (step, needed) in steps {
                 if !needed {
@@ -526,6 +526,13 @@ pub(super) fn open_ipvs(ns: &Netns) -> Result<IpvsHandle, StepError> {
 
 fn apply_ipvs(ns: &Netns, p: &Programming) -> Result<(), StepError> {
     let mut handle = open_ipvs(ns)?;
+    if let Some(t) = &p.ipvs_timeouts {
+        handle.set_timeouts(t).map_err(|e| StepError {
+            input: Some(format!("IPVS `{}`", render_timeouts(t))),
+            item: Some(Item::IpvsTimeouts),
+            message: e.to_string(),
+        })?;
+    }
     let existing = handle
         .table()
         .map_err(|e| StepError::plain(format!("reading the IPVS table: {e}")))?;

@@ -14,11 +14,11 @@
 
 use super::kube_ipvs0::{self, DeviceError, DeviceState};
 use super::rule_key::rule_key;
-use super::text::{render_destination_line, render_service_line};
+use super::text::{render_destination_line, render_service_line, render_timeouts};
 use super::tools::{self, IptablesBackend, ToolError};
 use super::{ChainDecl, Programming, Table, TableRules, VirtualServer};
 use crate::netns::Netns;
-use ipvs_genl::{format_save, IpvsHandle};
+use ipvs_genl::{format_save, IpvsHandle, Timeouts};
 use std::collections::BTreeMap;
 use std::fmt::{self, Write};
 use std::net::Ipv4Addr;
@@ -58,7 +58,17 @@ pub struct IpvsTable {
     pub servers: Vec<VirtualServer>,
     /// `ipvsadm -Sn` text of the table, from our client.
     pub save: String,
+    /// The connection timeouts (`ipvsadm -L --timeout`).
+    pub timeouts: Timeouts,
 }
+
+/// A fresh namespace's IPVS timeouts (net/netfilter/ipvs: TCP ESTABLISHED 15 min, FIN_WAIT 2
+/// min, UDP 5 min): shown only when something changed them.
+pub const KERNEL_IPVS_TIMEOUTS: Timeouts = Timeouts {
+    tcp: 900,
+    tcp_fin: 120,
+    udp: 300,
+};
 
 /// A node namespace's proxier-relevant kernel state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,6 +143,7 @@ fn read_ipvs(ns: &Netns) -> Result<Option<IpvsTable>, ReadError> {
     Ok(Some(IpvsTable {
         servers,
         save: format_save(&table),
+        timeouts: handle.timeouts().map_err(err)?,
     }))
 }
 
@@ -298,6 +309,10 @@ pub enum Missing {
         entry: String,
     },
     Ipvs,
+    IpvsTimeouts {
+        wanted: String,
+        found: String,
+    },
     Service {
         service: String,
     },
@@ -339,6 +354,9 @@ impl fmt::Display for Missing {
             } => write!(f, "ipset {name} is {found}, not {wanted}"),
             Missing::SetEntry { set, entry } => write!(f, "ipset {set}: entry {entry}"),
             Missing::Ipvs => write!(f, "IPVS (the kernel has none)"),
+            Missing::IpvsTimeouts { wanted, found } => {
+                write!(f, "IPVS timeouts `{wanted}` (found `{found}`)")
+            }
             Missing::Service { service } => write!(f, "IPVS service `{}`", service.trim()),
             Missing::Destination {
                 service,
@@ -473,13 +491,27 @@ impl EffectiveState {
     }
 
     fn diff_ipvs(&self, p: &Programming, missing: &mut Vec<Missing>) {
-        if p.ipvs.is_empty() {
+        if p.ipvs.is_empty() && p.ipvs_timeouts.is_none() {
             return;
         }
         let Some(table) = &self.ipvs else {
             missing.push(Missing::Ipvs);
             return;
         };
+        if let Some(wanted) = &p.ipvs_timeouts {
+            // 0 leaves a timeout as it was, so only the others must show.
+            let have = &table.timeouts;
+            let differs = |w: u32, h: u32| w != 0 && w != h;
+            if differs(wanted.tcp, have.tcp)
+                || differs(wanted.tcp_fin, have.tcp_fin)
+                || differs(wanted.udp, have.udp)
+            {
+                missing.push(Missing::IpvsTimeouts {
+                    wanted: render_timeouts(wanted),
+                    found: render_timeouts(have),
+                });
+            }
+        }
         for vs in &p.ipvs {
             let line = render_service_line(&vs.service);
             let Some(have) = table
@@ -591,10 +623,16 @@ impl fmt::Display for EffectiveState {
             }
             out.push_str("COMMIT\n");
         }
-        if let Some(ipvs) = self.ipvs.as_ref().filter(|t| !t.save.is_empty()) {
-            out.push_str("*ipvs\n");
-            out.push_str(&ipvs.save);
-            out.push_str("COMMIT\n");
+        if let Some(ipvs) = &self.ipvs {
+            let changed = (ipvs.timeouts != KERNEL_IPVS_TIMEOUTS).then_some(ipvs.timeouts);
+            if !ipvs.save.is_empty() || changed.is_some() {
+                out.push_str("*ipvs\n");
+                if let Some(t) = changed {
+                    let _ = writeln!(out, "{}", render_timeouts(&t));
+                }
+                out.push_str(&ipvs.save);
+                out.push_str("COMMIT\n");
+            }
         }
         f.write_str(&out)
     }

@@ -12,6 +12,7 @@ pub mod tools;
 pub use apply::{apply, AppliedReport, Applier, ApplyError, ApplyOptions, Step};
 pub use effective::{
     builtin_chains, effective_state, EffectiveState, Missing, ReadError, ReadOptions,
+    KERNEL_IPVS_TIMEOUTS,
 };
 pub use source::{Item, Origin, SourceMap};
 pub use text::{parse_text, parse_text_with_sources, render_text, ParsedText, TextError};

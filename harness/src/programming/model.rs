@@ -126,4 +126,7 @@ pub struct Programming {
     pub ipvs_addresses: Vec<Ipv4Addr>,
     /// Sysctls for the node namespace, keyed by dotted name (`net.ipv4.vs.conntrack`).
     pub sysctls: BTreeMap<String, String>,
+    /// IPVS connection timeouts (`ipvsadm --set tcp tcpfin udp`, seconds; 0 leaves one as it
+    /// is); `None` leaves the kernel's.
+    pub ipvs_timeouts: Option<ipvs_genl::Timeouts>,
 }

@@ -5,7 +5,7 @@ use super::kube_ipvs0::{self, DeviceState};
 use super::tools::{self, IptablesBackend};
 use super::{builtin_chains, Programming, Table};
 use crate::netns::Netns;
-use ipvs_genl::{Destination, IpvsHandle, Service};
+use ipvs_genl::{Destination, IpvsHandle, Service, Timeouts};
 use std::collections::BTreeSet;
 
 /// What the namespace held before, for the parts the programming touches.
@@ -17,6 +17,8 @@ pub(super) struct Before {
     pub(super) ipset_save: String,
     pub(super) iptables_save: String,
     pub(super) ipvs: Vec<(Service, Vec<Destination>)>,
+    /// Recorded only when the programming sets timeouts.
+    pub(super) ipvs_timeouts: Option<Timeouts>,
 }
 
 /// Records what `p` is about to touch.
@@ -58,8 +60,17 @@ pub(super) fn record(
         before.iptables_save =
             tools::run(ns, backend.save(), &["-c"], None).map_err(tool(Step::Iptables))?;
     }
-    if !p.ipvs.is_empty() {
+    // The IPVS step puts the whole table back, so it is recorded whenever the step runs.
+    if !p.ipvs.is_empty() || p.ipvs_timeouts.is_some() {
         let mut handle = open_ipvs(ns).map_err(|e| (Step::Ipvs, e))?;
+        if p.ipvs_timeouts.is_some() {
+            before.ipvs_timeouts = Some(handle.timeouts().map_err(|e| {
+                (
+                    Step::Ipvs,
+                    StepError::plain(format!("reading the IPVS timeouts: {e}")),
+                )
+            })?);
+        }
         before.ipvs = handle
             .table()
             .map_err(|e| {
@@ -209,5 +220,9 @@ fn roll_back_ipsets(ns: &Netns, p: &Programming, before: &Before) -> Result<(), 
 fn roll_back_ipvs(ns: &Netns, before: &Before) -> Result<(), String> {
     let mut handle = IpvsHandle::in_netns(ns.path()).map_err(|e| e.to_string())?;
     handle.flush().map_err(|e| e.to_string())?;
-    ipvs_genl::apply(&mut handle, &before.ipvs).map_err(|e| e.to_string())
+    ipvs_genl::apply(&mut handle, &before.ipvs).map_err(|e| e.to_string())?;
+    if let Some(t) = &before.ipvs_timeouts {
+        handle.set_timeouts(t).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }

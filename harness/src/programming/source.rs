@@ -29,6 +29,7 @@ pub enum Item {
     Destination { service: usize, destination: usize },
     Address { index: usize },
     Sysctl { key: String },
+    IpvsTimeouts,
 }
 
 /// Item -> origin. Items without an entry were not read from text (e.g. built in Rust).

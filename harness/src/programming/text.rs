@@ -40,7 +40,8 @@
 //! instead of `iptables-restore --noflush`. ipset types are those of [`IpSetType`]; entries are
 //! passed to `ipset` as written (it is the judge of whether they fit the type). The `*ipvs`
 //! section is read by [`ipvs_genl::parse_save`], with `ipvsadm -R`'s checks (a destination must
-//! follow the `-A` line of its service).
+//! follow the `-A` line of its service), plus at most one `--set TCP TCPFIN UDP` line (the
+//! connection timeouts in seconds, as `ipvsadm --set` takes them; 0 keeps one as it is).
 //!
 //! Errors read `ORIGIN:LINE: what is wrong`, ORIGIN being the file name or e.g.
 //! `exec:./proxier.sh stdout`.
@@ -50,7 +51,7 @@ use super::{
     ChainDecl, IpSet, IpSetType, Programming, RestoreMode, Table, TableRules, VirtualServer,
 };
 use ipvs_genl::{
-    format_save, parse_save, Destination, DestinationState, Service, ServiceState, Stats,
+    format_save, parse_save, Destination, DestinationState, Service, ServiceState, Stats, Timeouts,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
@@ -233,7 +234,11 @@ fn parse_body(
         Section::Ipset => {
             out.programming.ipsets = parse_ipset_body(body, origin, &mut out.sources)?
         }
-        Section::Ipvs => out.programming.ipvs = parse_ipvs_body(body, origin, &mut out.sources)?,
+        Section::Ipvs => {
+            let (ipvs, timeouts) = parse_ipvs_body(body, origin, &mut out.sources)?;
+            out.programming.ipvs = ipvs;
+            out.programming.ipvs_timeouts = timeouts;
+        }
         Section::Addresses => {
             out.programming.ipvs_addresses = parse_addresses_body(body, origin, &mut out.sources)?
         }
@@ -406,7 +411,51 @@ pub(crate) fn parse_ipset_body(
 }
 
 /// Parses `ipvsadm -Sn` lines; also used for a replay's `ipvsadm-Sn` file.
+/// The `*ipvs` section: `ipvsadm -Sn` lines and at most one `--set TCP TCPFIN UDP`.
 pub(crate) fn parse_ipvs_body(
+    body: &[Line],
+    origin: &str,
+    sources: &mut SourceMap,
+) -> Result<(Vec<VirtualServer>, Option<Timeouts>), TextError> {
+    let (set_lines, body): (Vec<Line>, Vec<Line>) = body
+        .iter()
+        .partition(|(_, l)| l.split_whitespace().next() == Some("--set"));
+    let mut timeouts = None;
+    for &(lineno, line) in &set_lines {
+        let err = |message: String| TextError {
+            origin: origin.to_string(),
+            line: lineno,
+            message,
+        };
+        if timeouts.is_some() {
+            return Err(err("`--set` appears twice".into()));
+        }
+        timeouts = Some(parse_timeouts(line).map_err(err)?);
+        sources.insert(Item::IpvsTimeouts, at(origin, lineno));
+    }
+    Ok((parse_ipvs_servers(&body, origin, sources)?, timeouts))
+}
+
+/// `--set TCP TCPFIN UDP`, seconds, as `ipvsadm --set` takes them.
+fn parse_timeouts(line: &str) -> Result<Timeouts, String> {
+    let words: Vec<&str> = line.split_whitespace().skip(1).collect();
+    let [tcp, tcp_fin, udp] = words.as_slice() else {
+        return Err(format!(
+            "`{line}`: expected `--set TCP TCPFIN UDP` (three timeouts in seconds)"
+        ));
+    };
+    let secs = |w: &str| {
+        w.parse::<u32>()
+            .map_err(|_| format!("`{line}`: `{w}` is not a number of seconds"))
+    };
+    Ok(Timeouts {
+        tcp: secs(tcp)?,
+        tcp_fin: secs(tcp_fin)?,
+        udp: secs(udp)?,
+    })
+}
+
+fn parse_ipvs_servers(
     body: &[Line],
     origin: &str,
     sources: &mut SourceMap,
@@ -601,12 +650,20 @@ pub fn render_text(p: &Programming) -> String {
     for (table, rules) in &p.iptables {
         out.push_str(&render_table(*table, rules));
     }
-    if !p.ipvs.is_empty() {
+    if !p.ipvs.is_empty() || p.ipvs_timeouts.is_some() {
         out.push_str("*ipvs\n");
+        if let Some(t) = &p.ipvs_timeouts {
+            let _ = writeln!(out, "{}", render_timeouts(t));
+        }
         out.push_str(&render_ipvs(&p.ipvs));
         out.push_str("COMMIT\n");
     }
     out
+}
+
+/// `--set TCP TCPFIN UDP`.
+pub(crate) fn render_timeouts(t: &Timeouts) -> String {
+    format!("--set {} {} {}", t.tcp, t.tcp_fin, t.udp)
 }
 
 /// One table as an `iptables-restore` section, `*table` to `COMMIT`.
@@ -767,6 +824,30 @@ mod tests {
             text.contains("-a -t 10.96.0.1:443 -r 192.168.1.10:6443 -m -w 1\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn ipvs_timeouts_round_trip_and_are_checked() {
+        let mut p = sample();
+        p.ipvs_timeouts = Some(Timeouts {
+            tcp: 7200,
+            tcp_fin: 0,
+            udp: 30,
+        });
+        let text = render_text(&p);
+        assert!(text.contains("*ipvs\n--set 7200 0 30\n-A -t"), "{text}");
+        let parsed = parse_text_with_sources(&text, "t").unwrap();
+        assert_eq!(parsed.programming, p);
+        let line = text.lines().position(|l| l.starts_with("--set")).unwrap() + 1;
+        assert_eq!(parsed.sources.get(&Item::IpvsTimeouts).unwrap().line, line);
+        for (bad, message) in [
+            ("--set 1 2", "expected `--set TCP TCPFIN UDP`"),
+            ("--set 1 two 3", "`two` is not a number of seconds"),
+            ("--set 1 2 3\n--set 1 2 3", "`--set` appears twice"),
+        ] {
+            let err = parse_text(&format!("*ipvs\n{bad}\nCOMMIT\n"), "t").unwrap_err();
+            assert!(err.to_string().contains(message), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | `iptables-save` | `iptables-save` output (counters and `#` comments allowed) | full `iptables-restore` of each table present |
 //! | `ipset-save` | `ipset save` output | sets created and filled |
-//! | `ipvsadm-Sn` | `ipvsadm -Sn` output | virtual and real servers |
+//! | `ipvsadm-Sn` | `ipvsadm -Sn` output, plus optionally a `--set TCP TCPFIN UDP` line | virtual and real servers (and connection timeouts) |
 //! | `kube-ipvs0` | `ip -o addr show kube-ipvs0` output | the `inet` addresses (/32) bound to kube-ipvs0 |
 //! | `sysctl` | `sysctl -a` format (`key = value`), net.* keys only | each key set in the node namespace |
 //!
@@ -164,6 +164,7 @@ impl Replay {
             )
             .map_err(|e| shift_line(e, 1))?;
             p.ipvs = parsed.programming.ipvs;
+            p.ipvs_timeouts = parsed.programming.ipvs_timeouts;
             loaded.sources.extend(shift_sources(parsed.sources, 1));
         }
         if let Some((text, origin)) = read_optional(&dir.join(ADDRESSES_FILE))? {

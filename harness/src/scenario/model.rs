@@ -504,6 +504,29 @@ pub struct ProxierOptions {
     /// keyword `primary` (the node IP). Empty matches every address, the default of both modes.
     #[serde(default)]
     pub node_port_addresses: Vec<NodePortAddress>,
+    /// `--ipvs-tcp-timeout`, `--ipvs-tcpfin-timeout`, `--ipvs-udp-timeout`, in seconds; 0 (the
+    /// default) keeps the kernel's. IPVS mode only.
+    #[serde(default)]
+    pub ipvs_timeouts: IpvsTimeouts,
+}
+
+/// IPVS connection timeouts in seconds; 0 keeps the kernel's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IpvsTimeouts {
+    #[serde(default)]
+    pub tcp: u32,
+    #[serde(default)]
+    pub tcp_fin: u32,
+    #[serde(default)]
+    pub udp: u32,
+}
+
+impl IpvsTimeouts {
+    /// Whether any timeout is set: kube-proxy only calls `ConfigureTimeouts` then.
+    pub fn any(&self) -> bool {
+        self.tcp > 0 || self.tcp_fin > 0 || self.udp > 0
+    }
 }
 
 /// One `--nodeport-addresses` entry.
@@ -571,6 +594,7 @@ impl Default for ProxierOptions {
             random_fully: true,
             masquerade_bit: default_masquerade_bit(),
             node_port_addresses: Vec::new(),
+            ipvs_timeouts: IpvsTimeouts::default(),
         }
     }
 }

@@ -1251,6 +1251,17 @@ impl<'a> Checker<'a> {
                 ),
             );
         }
+        // ip_vs_set_timeout refuses more than INT_MAX / HZ seconds; HZ is at most 1000.
+        const MAX_TIMEOUT: u32 = i32::MAX as u32 / 1000;
+        let t = &options.ipvs_timeouts;
+        for (field, value) in [("tcp", t.tcp), ("tcpFin", t.tcp_fin), ("udp", t.udp)] {
+            if value > MAX_TIMEOUT {
+                self.err(
+                    path.key("ipvsTimeouts").key(field),
+                    format!("{value} s is more than the kernel takes ({MAX_TIMEOUT} s)"),
+                );
+            }
+        }
         // validateKubeProxyNodePortAddress (pkg/proxy/apis/config/validation): `primary` alone.
         let entries = &options.node_port_addresses;
         if entries.len() > 1 {

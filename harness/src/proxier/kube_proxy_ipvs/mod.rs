@@ -61,7 +61,7 @@ use crate::proxier::node_port_addresses::NodePortAddresses;
 use crate::proxier::Proxier;
 use crate::scenario::ServiceType;
 use ipsets::IpSets;
-use ipvs_genl::ServiceKey;
+use ipvs_genl::{ServiceKey, Timeouts};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
@@ -100,6 +100,9 @@ struct Config {
     random_fully: bool,
     /// The `--iptables-masquerade-bit` mark, as kube-proxy prints it.
     masquerade_mark: String,
+    /// NewProxier: "Configure IPVS timeouts if any one of the timeout parameters have been
+    /// set. This is the equivalent to running ipvsadm --set".
+    timeouts: Option<Timeouts>,
 }
 
 impl Config {
@@ -126,6 +129,11 @@ impl Config {
             node_ip: node.node_ip,
             random_fully: options.random_fully,
             masquerade_mark: iptables::masquerade_mark(options.masquerade_bit),
+            timeouts: options.ipvs_timeouts.any().then_some(Timeouts {
+                tcp: options.ipvs_timeouts.tcp,
+                tcp_fin: options.ipvs_timeouts.tcp_fin,
+                udp: options.ipvs_timeouts.udp,
+            }),
         }
     }
 }
@@ -212,6 +220,7 @@ fn sync_proxy_rules(cfg: &Config, cluster: &ClusterState, node: &NodeContext) ->
         ipvs: state.virtual_servers,
         ipvs_addresses: state.bind_addrs.into_iter().collect(),
         sysctls: sysctls(cfg),
+        ipvs_timeouts: cfg.timeouts,
     }
 }
 

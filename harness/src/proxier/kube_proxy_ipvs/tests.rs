@@ -112,6 +112,7 @@ fn fake_options() -> ProxierOptions {
         random_fully: true,
         masquerade_bit: 14,
         node_port_addresses: Vec::new(),
+        ipvs_timeouts: Default::default(),
     }
 }
 
@@ -1317,5 +1318,30 @@ fn masquerade_bit_sets_the_mark_everywhere() {
     assert!(
         marks.contains(&"-A KUBE-MARK-MASQ -j MARK --or-mark 0x00000400"),
         "{marks:?}"
+    );
+}
+
+/// NewProxier calls `ConfigureTimeouts` (ipvsadm --set) only when some timeout is set; 0 keeps
+/// the kernel's value for that one.
+#[test]
+fn ipvs_timeouts_only_when_set() {
+    let sp = svc("svc1", "10.20.30.41", Protocol::Tcp, 80);
+    assert_eq!(program(vec![sp.clone()]).ipvs_timeouts, None);
+    let options = ProxierOptions {
+        ipvs_timeouts: crate::scenario::IpvsTimeouts {
+            tcp: 0,
+            tcp_fin: 30,
+            udp: 10,
+        },
+        ..fake_options()
+    };
+    let p = program_with(options, &node(), vec![sp]);
+    assert_eq!(
+        p.ipvs_timeouts,
+        Some(ipvs_genl::Timeouts {
+            tcp: 0,
+            tcp_fin: 30,
+            udp: 10
+        })
     );
 }
