@@ -1,4 +1,5 @@
-//! Echo servers in every pod, on every declared container port.
+//! Echo servers in every pod, on every declared container port, and the nodes' health-check
+//! listeners.
 //!
 //! For crafted probes the kernel does the answering (a listening socket makes it send SYN-ACK;
 //! UDP probes are echoed back unchanged). For socket probes the servers answer like agnhost's
@@ -82,6 +83,36 @@ impl Backends {
             }
         }
         Ok(Backends { tasks })
+    }
+
+    /// Listens on each node, on every healthCheckNodePort, as kube-proxy's health server
+    /// (pkg/proxy/healthcheck) does: a probe of one is answered by the node itself, if the
+    /// proxier lets it through.
+    pub fn serve_health_checks(&mut self, topo: &Topology, ports: &[u16]) -> Result<()> {
+        for node in topo.nodes() {
+            for &port in ports {
+                let addr = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
+                let listener = node
+                    .netns
+                    .run(|| -> std::io::Result<std::net::TcpListener> {
+                        let l = std::net::TcpListener::bind(addr)?;
+                        l.set_nonblocking(true)?;
+                        Ok(l)
+                    })?
+                    .with_context(|| {
+                        format!(
+                            "listening on healthCheckNodePort {port} of node {}",
+                            node.name
+                        )
+                    })?;
+                let listener = tokio::net::TcpListener::from_std(listener)?;
+                self.tasks.push(tokio::spawn(serve_tcp(
+                    listener,
+                    format!("health-check@{}", node.name),
+                )));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -297,6 +297,7 @@ pub fn describe_target(to: &ProbeTarget) -> String {
             Via::NodePort => "nodePort",
             Via::ExternalIP => "externalIP",
             Via::LoadBalancer => "loadBalancer",
+            Via::HealthCheckNodePort => "healthCheckNodePort",
         };
         parts.push(format!("via {via}"));
     }

@@ -38,6 +38,9 @@ pub enum Verdict {
     Rejected,
     /// Not delivered; nothing came back within the timeout.
     Dropped,
+    /// Delivered to no pod, but answered from the node address it was sent to: a server on
+    /// the node itself took it.
+    AnsweredByNode,
 }
 
 impl Verdict {
@@ -201,6 +204,11 @@ pub fn observe_shot(plan: &ProbePlan, shot: &Shot, nodes: &[NodeAddress]) -> Sho
         }
         (Some(_), None) => Verdict::DeliveredNoReply,
         (None, Some(Answer::Reset | Answer::Unreachable { .. })) => Verdict::Rejected,
+        (None, Some(Answer::Reply { from, .. }))
+            if translated == Some(true) && nodes.iter().any(|n| n.ip == from) =>
+        {
+            Verdict::AnsweredByNode
+        }
         // An answer without an observed delivery: something other than a pod answered.
         (None, Some(Answer::Reply { .. })) => Verdict::DeliveredReplyUntranslated,
         (None, None) => Verdict::Dropped,
@@ -312,6 +320,7 @@ pub fn check(expect: &Expectation, obs: &ProbeObservation, nodes: &[NodeAddress]
                 OutcomeExpectation::Dropped => shot.verdict == Verdict::Dropped,
                 OutcomeExpectation::Rejected => shot.verdict == Verdict::Rejected,
                 OutcomeExpectation::NotDelivered => !shot.verdict.delivered(),
+                OutcomeExpectation::AnsweredByNode => shot.verdict == Verdict::AnsweredByNode,
             };
             if !ok {
                 problems.push(format!("{at}: expected outcome {outcome:?}, {observed}"));

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{drop_postrouting_masquerade, pin_one_backend, Mutated};
+use common::{block_health_checks, drop_postrouting_masquerade, pin_one_backend, Mutated};
 use kpct::caps::require_ipvs;
 use kpct::probe::probe_timeout;
 use kpct::proxier::{builtin, Proxier};
@@ -259,4 +259,45 @@ async fn ignoring_node_port_addresses_is_caught_in_iptables_mode() {
 async fn needs_ipvs_ignoring_node_port_addresses_is_caught() {
     require_ipvs();
     ignoring_node_port_addresses_is_caught("kube-proxy-ipvs").await;
+}
+
+/// `answeredByNode` on a healthCheckNodePort fails for a proxier that blocks it.
+async fn blocking_health_checks_is_caught(proxier: &'static str) {
+    let path = format!(
+        "{}/../scenarios/loadbalancer-etp-local.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
+    let blocking = Mutated {
+        name: proxier,
+        inner: proxier,
+        mutate: block_health_checks,
+    };
+    let run = kpct::run::run_scenario(&s, &blocking, probe_timeout())
+        .await
+        .expect("run");
+    for probe in [
+        "external-to-health-check-node-a",
+        "external-to-health-check-node-b",
+    ] {
+        assert!(
+            run.violations
+                .iter()
+                .any(|v| v.contains(&format!("probe `{probe}`"))
+                    && v.contains("expected outcome AnsweredByNode, observed Dropped")),
+            "{probe}: {:#?}",
+            run.violations
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocking_health_checks_is_caught_in_iptables_mode() {
+    blocking_health_checks_is_caught("kube-proxy-iptables").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_blocking_health_checks_is_caught() {
+    require_ipvs();
+    blocking_health_checks_is_caught("kube-proxy-ipvs").await;
 }

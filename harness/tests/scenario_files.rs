@@ -295,7 +295,12 @@ const BAD: &[(&str, &str)] = &[
          tests/fixtures/bad/probe-via.yaml:49:5: probes[5].to.dport: a literal `ip` target needs \
          `dport`\n\
          tests/fixtures/bad/probe-via.yaml:49:26: probes[5].to.via: `via` is only used with a \
-         `service` target",
+         `service` target\n\
+         tests/fixtures/bad/probe-via.yaml:52:35: probes[6].to.via: via healthCheckNodePort: the \
+         service has no healthCheckNodePort\n\
+         tests/fixtures/bad/probe-via.yaml:56:39: probes[7].expect.reaches: `reaches` contradicts \
+         `outcome: answeredByNode` (the node answers itself; no pod is reached)\n\
+         tests/fixtures/bad/probe-via.yaml:56:49: probes[7].expect.reaches[0]: unknown pod `web`",
     ),
 ];
 

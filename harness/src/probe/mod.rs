@@ -168,6 +168,24 @@ fn destination(
             };
             (ip, np, Some(node_name))
         }
+        Via::HealthCheckNodePort => {
+            let node_name = to
+                .node
+                .clone()
+                .ok_or_else(|| anyhow!("`via: healthCheckNodePort` needs `to.node`"))?;
+            let node = scenario
+                .topology
+                .nodes
+                .iter()
+                .find(|n| n.name == node_name)
+                .ok_or_else(|| anyhow!("no node {node_name}"))?;
+            let hc = svc
+                .spec
+                .health_check_node_port
+                .ok_or_else(|| anyhow!("service {ns}/{name} has no healthCheckNodePort"))?;
+            // kube-proxy's health server speaks HTTP: TCP whatever the service's protocol.
+            return Ok((Protocol::Tcp, node.ip, hc, Some(node_name)));
+        }
         Via::ExternalIP => {
             let ip = *svc
                 .spec

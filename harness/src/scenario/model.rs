@@ -701,6 +701,9 @@ pub enum Via {
     #[serde(rename = "externalIP")]
     ExternalIP,
     LoadBalancer,
+    /// The Service's `healthCheckNodePort` on `node`'s IP (TCP, whatever the port's protocol):
+    /// answered by the node itself, where kube-proxy's health server listens.
+    HealthCheckNodePort,
 }
 
 /// What Kubernetes requires of a probe's outcome.
@@ -753,6 +756,9 @@ pub enum OutcomeExpectation {
     Dropped,
     Rejected,
     NotDelivered,
+    /// Answered by the node the packet was sent to, from the address it was sent to, and
+    /// delivered to no pod (a node-local server such as kube-proxy's health server).
+    AnsweredByNode,
 }
 
 #[cfg(test)]

@@ -176,6 +176,7 @@ fn via_name(via: Via) -> &'static str {
         Via::NodePort => "nodePort",
         Via::ExternalIP => "externalIP",
         Via::LoadBalancer => "loadBalancer",
+        Via::HealthCheckNodePort => "healthCheckNodePort",
     }
 }
 
@@ -186,6 +187,7 @@ fn outcome_name(outcome: Option<OutcomeExpectation>) -> &'static str {
         Some(OutcomeExpectation::Dropped) => "dropped",
         Some(OutcomeExpectation::Rejected) => "rejected",
         Some(OutcomeExpectation::NotDelivered) => "notDelivered",
+        Some(OutcomeExpectation::AnsweredByNode) => "answeredByNode",
     }
 }
 
@@ -1040,6 +1042,11 @@ impl<'a> Checker<'a> {
                 .ingress
                 .is_empty()
                 .then_some("the service has no status.loadBalancer.ingress"),
+            Via::HealthCheckNodePort => svc
+                .spec
+                .health_check_node_port
+                .is_none()
+                .then_some("the service has no healthCheckNodePort"),
         };
         if let Some(problem) = problem {
             self.err(path.key("via"), format!("via {}: {problem}", via_name(via)));
@@ -1102,7 +1109,10 @@ impl<'a> Checker<'a> {
             // nodePort: whose node IP to send to; externalIP / loadBalancer: which node an
             // external packet enters through (as an upstream router would pick).
             // Whether it exists is checked for every target, in `probe_target`.
-            (Some(_), Via::NodePort | Via::ExternalIP | Via::LoadBalancer) => {}
+            (
+                Some(_),
+                Via::NodePort | Via::ExternalIP | Via::LoadBalancer | Via::HealthCheckNodePort,
+            ) => {}
             (Some(_), Via::ClusterIP) => self.err(
                 path.key("node"),
                 "`node` is not used with `via: clusterIP` (ClusterIPs are reached from inside the cluster)",
@@ -1110,6 +1120,10 @@ impl<'a> Checker<'a> {
             (None, Via::NodePort) if probe.from.node_localhost.is_none() => self.err(
                 path.key("node"),
                 "via nodePort needs `node`: the node whose IP to send to",
+            ),
+            (None, Via::HealthCheckNodePort) => self.err(
+                path.key("node"),
+                "via healthCheckNodePort needs `node`: the node whose IP to send to",
             ),
             (None, _) => {}
         }
@@ -1200,8 +1214,11 @@ impl<'a> Checker<'a> {
                 OutcomeExpectation::Dropped
                     | OutcomeExpectation::Rejected
                     | OutcomeExpectation::NotDelivered
+                    | OutcomeExpectation::AnsweredByNode
             )
         );
+        // The node's own answer comes from the address the client used.
+        let answered = expect.outcome == Some(OutcomeExpectation::AnsweredByNode);
         if !undelivered {
             return;
         }
@@ -1212,14 +1229,19 @@ impl<'a> Checker<'a> {
             ("sequence", !expect.sequence.is_empty()),
             ("sameBackend", expect.same_backend),
             ("source", expect.source.is_some()),
-            ("reply", expect.reply == Some(true)),
+            ("reply", expect.reply == Some(true) && !answered),
         ] {
             if set {
                 self.err(
                     path.key(field),
                     format!(
-                        "`{field}` contradicts `outcome: {}` (nothing is delivered)",
-                        outcome_name(expect.outcome)
+                        "`{field}` contradicts `outcome: {}` ({})",
+                        outcome_name(expect.outcome),
+                        if answered {
+                            "the node answers itself; no pod is reached"
+                        } else {
+                            "nothing is delivered"
+                        }
                     ),
                 );
             }

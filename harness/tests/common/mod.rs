@@ -98,3 +98,24 @@ pub fn pin_one_backend(p: &mut Programming) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Turns the ACCEPT of the healthCheckNodePort rules (iptables mode's "health check node port"
+/// rule, IPVS mode's KUBE-HEALTH-CHECK-NODE-PORT match) into DROP: a proxier that blocks the
+/// load balancer's health checks.
+pub fn block_health_checks(p: &mut Programming) -> anyhow::Result<()> {
+    let filter = p
+        .iptables
+        .get_mut(&Table::Filter)
+        .expect("the proxier writes filter");
+    let mut changed = 0;
+    for rule in &mut filter.rules {
+        let health_check =
+            rule.contains("health check node port") || rule.contains("KUBE-HEALTH-CHECK-NODE-PORT");
+        if health_check && rule.ends_with(" -j ACCEPT") {
+            *rule = format!("{} -j DROP", rule.trim_end_matches(" -j ACCEPT"));
+            changed += 1;
+        }
+    }
+    anyhow::ensure!(changed > 0, "no health-check ACCEPT rule to break");
+    Ok(())
+}
