@@ -13,7 +13,7 @@ if [ -z "$bin" ]; then
   cargo build --release -p kpct --quiet --manifest-path "$repo/Cargo.toml"
   bin="${CARGO_TARGET_DIR:-$repo/target}/release/kpct"
 fi
-if [ "${KPCT_VM:-0}" != 1 ] && "$bin" caps --quiet --require ip_vs,dummy,br_netfilter; then
+if [ "${KPCT_VM:-0}" != 1 ] && "$bin" caps --quiet --require ip_vs,dummy,br_netfilter,sctp; then
   exec "$bin" "$@"
 fi
 

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test binary listed in OUT/tests.tsv, natively or inside the VM (the same script
 # either way), logging each to OUT/logs and appending one line per binary to OUT/summary.
-#   run-binaries.sh OUT LABEL [--skip PATTERN | --only PATTERN] -- [TEST-ARGS...]
+#   run-binaries.sh OUT LABEL [--skip PATTERNS | --only PATTERNS] -- [TEST-ARGS...]
+# PATTERNS is a comma-separated list of test-name substrings (libtest ORs filters and skips).
 # LABEL tells the halves of a split run apart (e.g. host, vm).
 set -uo pipefail
 out="$1"; label="$2"; shift 2
 select=()
 case "${1:-}" in
-  --skip) select=(--skip "$2"); shift 2 ;;
-  --only) select=("$2"); shift 2 ;;
+  --skip) IFS=, read -ra patterns <<< "$2"; for p in "${patterns[@]}"; do select+=(--skip "$p"); done; shift 2 ;;
+  --only) IFS=, read -ra select <<< "$2"; shift 2 ;;
 esac
 [ "${1:-}" = -- ] && shift
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -7,10 +7,11 @@
 # filesystem shared read-only and results written back through --rwdir.
 #
 # Usage: sudo ci/test.sh [--quick] [--vm | --native] [-- TEST-ARGS...]
-#   --quick    native only, leaves out the tests that need IP_VS (named needs_ipvs_*); for fast
-#              local iteration on a kernel without IP_VS. Says so loudly; never used by CI.
-#   --vm       always use the VM, even if this kernel has IP_VS.
-#   --native   never use the VM; IPVS tests fail (loudly) if this kernel has no IP_VS.
+#   --quick    native only, leaves out the tests that need IP_VS or SCTP (named needs_ipvs_*,
+#              needs_sctp_*); for fast local iteration on a kernel without them. Says so loudly;
+#              never used by CI.
+#   --vm       always use the VM, even if this kernel has IP_VS and SCTP.
+#   --native   never use the VM; IPVS/SCTP tests fail (loudly) if this kernel lacks them.
 #   TEST-ARGS  passed to every test binary (e.g. a name filter).
 # Environment: KPCT_VM_KERNEL, KPCT_VM_TIMEOUT, KPCT_VM_MEMORY (see ci/vm.sh); KPCT_TEST_OUT
 # (results directory, default target/kpct-test; must lie inside the repository).
@@ -62,11 +63,11 @@ kpct="${CARGO_TARGET_DIR:-$repo/target}/debug/kpct"
 : > "$out/summary"
 runner=(bash "$repo/ci/run-binaries.sh" "$out")
 if [ "$quick" = 1 ]; then
-  echo "==> QUICK MODE: tests that need IP_VS (needs_ipvs_*) are NOT run; this is not a full run"
-  "${runner[@]}" host --skip needs_ipvs -- "${test_args[@]}"
+  echo "==> QUICK MODE: tests that need IP_VS or SCTP (needs_ipvs_*, needs_sctp_*) are NOT run; this is not a full run"
+  "${runner[@]}" host --skip needs_ipvs,needs_sctp -- "${test_args[@]}"
 else
   if [ "$mode" = auto ]; then
-    if "$kpct" caps --quiet --require ip_vs,dummy,br_netfilter; then mode=native; else mode=vm; fi
+    if "$kpct" caps --quiet --require ip_vs,dummy,br_netfilter,sctp; then mode=native; else mode=vm; fi
   fi
   if [ "$mode" = native ]; then
     echo "==> running natively on $(uname -r)"
@@ -78,13 +79,13 @@ else
     set -e
   else
     # Every test runs exactly once, where the kernel has what it needs: those that need IP_VS
-    # in the VM, all others natively on this (real) kernel, which is many times faster than
+    # or SCTP in the VM, all others natively on this (real) kernel, which is many times faster than
     # the emulated VM.
-    echo "==> this kernel lacks IP_VS: IPVS tests run in a VM, all others natively"
-    "${runner[@]}" host --skip needs_ipvs
+    echo "==> this kernel lacks IP_VS or SCTP: those tests run in a VM, all others natively"
+    "${runner[@]}" host --skip needs_ipvs,needs_sctp
     vm_lines=$(wc -l < "$out/summary")
     set +e
-    bash "$repo/ci/vm.sh" --rwdir "$repo" -- "${runner[@]}" vm --only needs_ipvs
+    bash "$repo/ci/vm.sh" --rwdir "$repo" -- "${runner[@]}" vm --only needs_ipvs,needs_sctp
     vm_rc=$?
     set -e
     if [ "$(wc -l < "$out/summary")" -le "$vm_lines" ]; then

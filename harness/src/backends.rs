@@ -10,12 +10,15 @@ use crate::scenario::Protocol;
 use crate::topology::Topology;
 use anyhow::{Context, Result};
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use tokio::io::AsyncWriteExt;
 use tokio::task::JoinHandle;
 
 /// Running servers; stopped when dropped.
 pub struct Backends {
     tasks: Vec<JoinHandle<()>>,
+    /// Listening SCTP sockets: the kernel answers an INIT itself, so holding them is serving.
+    _sctp_listeners: Vec<OwnedFd>,
 }
 
 impl Drop for Backends {
@@ -44,6 +47,7 @@ impl Backends {
     /// Starts a server for each container port of each pod of `topo`, as declared in `pods`.
     pub fn start(topo: &Topology, pods: &[crate::scenario::Pod]) -> Result<Backends> {
         let mut tasks = Vec::new();
+        let mut sctp_listeners = Vec::new();
         for pod in pods {
             let ns = &topo.pod(&pod.name)?.netns;
             for port in &pod.ports {
@@ -77,12 +81,19 @@ impl Backends {
                         let socket = tokio::net::UdpSocket::from_std(socket)?;
                         tasks.push(tokio::spawn(serve_udp(socket, pod.name.clone())));
                     }
-                    // No SCTP server: SCTP services are programmed and inspected, not probed.
-                    Protocol::Sctp => {}
+                    Protocol::Sctp => {
+                        let fd = ns
+                            .run(|| sctp_listen(addr))?
+                            .with_context(|| format!("listening on {what}"))?;
+                        sctp_listeners.push(fd);
+                    }
                 }
             }
         }
-        Ok(Backends { tasks })
+        Ok(Backends {
+            tasks,
+            _sctp_listeners: sctp_listeners,
+        })
     }
 
     /// Listens on each node, on every healthCheckNodePort, as kube-proxy's health server
@@ -114,6 +125,31 @@ impl Backends {
         }
         Ok(())
     }
+}
+
+/// A listening one-to-one SCTP socket (std has none). Fails with the reason when the kernel
+/// has no SCTP, which the host of this suite does not (the VM's kernel does).
+fn sctp_listen(addr: SocketAddrV4) -> std::io::Result<OwnedFd> {
+    use nix::sys::socket::{bind, listen, Backlog, SockaddrIn};
+    // SAFETY: socket(2) with constant arguments; the result is checked before it is owned.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            libc::IPPROTO_SCTP,
+        )
+    };
+    if raw < 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(std::io::Error::other(format!(
+            "this kernel has no SCTP (CONFIG_IP_SCTP, module sctp): socket(IPPROTO_SCTP): {e}"
+        )));
+    }
+    // SAFETY: `raw` is a fresh descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    bind(fd.as_raw_fd(), &SockaddrIn::from(addr))?;
+    listen(&fd, Backlog::new(16).map_err(std::io::Error::other)?)?;
+    Ok(fd)
 }
 
 async fn serve_tcp(listener: tokio::net::TcpListener, pod: String) {

@@ -40,10 +40,11 @@ pub enum Feature {
     IpSet,
     Iptables,
     BrNetfilter,
+    Sctp,
 }
 
 impl Feature {
-    pub const ALL: [Feature; 8] = [
+    pub const ALL: [Feature; 9] = [
         Feature::IpVs,
         Feature::Dummy,
         Feature::Vxlan,
@@ -52,6 +53,7 @@ impl Feature {
         Feature::IpSet,
         Feature::Iptables,
         Feature::BrNetfilter,
+        Feature::Sctp,
     ];
 
     pub fn name(self) -> &'static str {
@@ -64,6 +66,7 @@ impl Feature {
             Feature::IpSet => "ipset",
             Feature::Iptables => "iptables",
             Feature::BrNetfilter => "br_netfilter",
+            Feature::Sctp => "sctp",
         }
     }
 
@@ -134,6 +137,7 @@ fn load_modules() {
         "dummy",
         "vxlan",
         "nf_conntrack",
+        "sctp",
     ] {
         let _ = std::process::Command::new("modprobe")
             .args(["-q", module])
@@ -156,6 +160,26 @@ fn br_netfilter(ns: &Netns) -> Result<Cap> {
         Cap::Yes
     } else {
         Cap::No("br_netfilter is not loaded (no net.bridge.bridge-nf-call-iptables): replies between pods on one bridge bypass service reverse-NAT; `modprobe br_netfilter`, as every Kubernetes node does".into())
+    })
+}
+
+/// SCTP probes need the protocol in the kernel: an SCTP socket can be made.
+fn sctp(ns: &Netns) -> Result<Cap> {
+    let made = ns.run(|| {
+        // SAFETY: socket(2) with constant arguments; a descriptor made is closed at once.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_SCTP) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just made here and is closed once.
+        unsafe { libc::close(fd) };
+        Ok(())
+    })?;
+    Ok(match made {
+        Ok(()) => Cap::Yes,
+        Err(e) => Cap::No(format!(
+            "socket(IPPROTO_SCTP) fails ({e}): this kernel has no SCTP (CONFIG_IP_SCTP) or the module could not be loaded"
+        )),
     })
 }
 
@@ -233,6 +257,7 @@ fn probe() -> Result<Capabilities> {
             probe_cmd(&ns, "iptables", &["-w", "-t", "nat", "-S"]),
         ),
         (Feature::BrNetfilter, br_netfilter(&ns)?),
+        (Feature::Sctp, sctp(&ns)?),
     ];
     let ipset_types = IpSetType::ALL
         .into_iter()
@@ -265,6 +290,24 @@ pub fn require_ipvs() {
             "this test needs IP_VS but kernel {} has none: {why}.\n\
              Run the suite with `sudo ci/test.sh`, which boots a kernel that has IP_VS in a VM \
              when this one lacks it (or `ci/test.sh --quick` to leave IPVS tests out).",
+            caps.kernel
+        );
+    }
+}
+
+/// For tests that need SCTP (probes with crafted INITs, pods serving SCTP): panics with the
+/// reason. Tests calling this are named `needs_sctp_*`; `ci/test.sh` runs them in its VM, whose
+/// kernel has the module, when this one lacks it.
+pub fn require_sctp() {
+    let caps = match detect() {
+        Ok(c) => c,
+        Err(e) => panic!("cannot probe kernel capabilities: {e:#}"),
+    };
+    if let Some((_, why)) = caps.missing(&[Feature::Sctp]).into_iter().next() {
+        panic!(
+            "this test needs SCTP but kernel {} has none: {why}.\n\
+             Run the suite with `sudo ci/test.sh`, which runs SCTP tests in a VM whose kernel has \
+             it when this one lacks it.",
             caps.kernel
         );
     }

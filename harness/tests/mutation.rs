@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{block_health_checks, drop_postrouting_masquerade, pin_one_backend, Mutated};
+use common::{
+    block_health_checks, drop_postrouting_masquerade, drop_sctp, pin_one_backend, Mutated,
+};
 use kpct::caps::require_ipvs;
 use kpct::probe::probe_timeout;
 use kpct::proxier::{builtin, Proxier};
@@ -300,4 +302,43 @@ async fn blocking_health_checks_is_caught_in_iptables_mode() {
 async fn needs_ipvs_blocking_health_checks_is_caught() {
     require_ipvs();
     blocking_health_checks_is_caught("kube-proxy-ipvs").await;
+}
+
+/// The SCTP scenario fails for a proxier that forgets SCTP Services, on each of its probes.
+async fn dropping_sctp_is_caught(proxier: &'static str) {
+    let path = format!(
+        "{}/../scenarios/sctp-services.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
+    let broken = Mutated {
+        name: proxier,
+        inner: proxier,
+        mutate: drop_sctp,
+    };
+    let run = kpct::run::run_scenario(&s, &broken, probe_timeout())
+        .await
+        .expect("run");
+    for probe in ["pod-to-clusterip-sctp", "external-to-nodeport-sctp"] {
+        assert!(
+            run.violations
+                .iter()
+                .any(|v| v.contains(&format!("probe `{probe}`")) && v.contains("never reached")),
+            "{probe}: {:#?}",
+            run.violations
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_sctp_dropping_sctp_is_caught_in_iptables_mode() {
+    kpct::caps::require_sctp();
+    dropping_sctp_is_caught("kube-proxy-iptables").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_dropping_sctp_is_caught() {
+    require_ipvs();
+    kpct::caps::require_sctp();
+    dropping_sctp_is_caught("kube-proxy-ipvs").await;
 }

@@ -55,6 +55,28 @@ fn every_scenario_file_loads_validates_and_resolves() {
     }
 }
 
+/// The scenario tests send `sctp-*` files to the kernel that has SCTP (tests/scenarios.rs):
+/// a scenario that uses SCTP under another name would fail on the host, and an `sctp-` one
+/// without SCTP would leave the host's faster run for nothing.
+#[test]
+fn scenarios_use_sctp_exactly_when_named_sctp() {
+    for file in yaml_files(&scenarios_dir()) {
+        let s = scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
+        let sctp = |p: scenario::Protocol| p == scenario::Protocol::Sctp;
+        let uses_sctp = s.probes.iter().any(|p| sctp(p.protocol))
+            || s.topology
+                .pods
+                .iter()
+                .any(|p| p.ports.iter().any(|c| sctp(c.protocol)));
+        assert_eq!(
+            uses_sctp,
+            s.name.starts_with("sctp-"),
+            "{}: a scenario using SCTP (probes or pod ports) must be named `sctp-*`, and only it",
+            file.display()
+        );
+    }
+}
+
 #[test]
 fn clusterip_cross_node_resolves_to_the_node_b_pods() {
     let s = scenario::load(&scenarios_dir().join("clusterip-cross-node.yaml")).unwrap();

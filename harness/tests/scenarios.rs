@@ -3,7 +3,7 @@
 //! `snapshots/` (`<scenario>@<proxier>.snap`). Dropping a YAML file into `scenarios/` adds a
 //! case here; see the README for the review flow.
 
-use kpct::caps::require_ipvs;
+use kpct::caps::{require_ipvs, require_sctp};
 use kpct::probe::probe_timeout;
 use rstest::rstest;
 use std::path::PathBuf;
@@ -47,6 +47,18 @@ fn needs_ipvs_scenarios(#[files("../scenarios/*.yaml")] path: PathBuf) {
 }
 
 #[rstest]
-fn scenarios_iptables(#[files("../scenarios/*.yaml")] path: PathBuf) {
+fn scenarios_iptables(
+    #[files("../scenarios/*.yaml")]
+    #[exclude("/sctp-[^/]*$")]
+    path: PathBuf,
+) {
+    run(path, "kube-proxy-iptables");
+}
+
+/// Scenarios that use SCTP (named `sctp-*`, which tests/scenario_files.rs enforces) need it in
+/// the kernel in iptables mode too.
+#[rstest]
+fn needs_sctp_scenarios_iptables(#[files("../scenarios/sctp-*.yaml")] path: PathBuf) {
+    require_sctp();
     run(path, "kube-proxy-iptables");
 }

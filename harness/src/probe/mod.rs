@@ -7,6 +7,7 @@
 //! SNAT); a capture on the source records what came back.
 
 pub mod packet;
+mod sctp;
 
 use crate::capture::{Capture, Flow};
 use crate::netns::Netns;

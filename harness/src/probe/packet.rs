@@ -5,6 +5,7 @@
 //! frame can be matched to its probe by a marker that survives NAT (the TCP sequence number, the
 //! UDP payload), not just by addresses that NAT rewrites.
 
+use super::sctp;
 use crate::capture::Frame;
 use crate::scenario::Protocol;
 use pnet::packet::ethernet::{EtherTypes, EthernetPacket, MutableEthernetPacket};
@@ -52,8 +53,7 @@ impl ProbePacket {
         let l4_len = match self.protocol {
             Protocol::Tcp => TCP_LEN,
             Protocol::Udp => UDP_LEN + self.udp_payload().len(),
-            // SCTP probes are not crafted (no pnet builder); the resolver rejects them earlier.
-            Protocol::Sctp => 0,
+            Protocol::Sctp => sctp::INIT_LEN,
         };
         let mut buf = vec![0u8; ETH_LEN + IPV4_LEN + l4_len];
         self.write_l4(&mut buf[ETH_LEN + IPV4_LEN..]);
@@ -114,8 +114,13 @@ impl ProbePacket {
                 let checksum = udp::ipv4_checksum(&u.to_immutable(), &self.src, &self.dst);
                 u.set_checksum(checksum);
             }
-            Protocol::Sctp => {}
+            Protocol::Sctp => sctp::write_init(buf, self.sport, self.dport, self.sctp_tag()),
         }
+    }
+
+    /// The INIT's Initiate Tag: the sequence number, made non-zero as SCTP requires.
+    fn sctp_tag(&self) -> u32 {
+        self.seq.max(1)
     }
 
     /// Is `frame` this probe's first packet (possibly translated), heading to `to_mac`?
@@ -146,7 +151,15 @@ impl ProbePacket {
                 ip.get_next_level_protocol() == IpNextHeaderProtocols::Udp
                     && u.payload() == self.udp_payload().as_slice()
             }),
-            Protocol::Sctp => false,
+            Protocol::Sctp => {
+                ip.get_next_level_protocol() == IpNextHeaderProtocols::Sctp
+                    && sctp::parse(ip.payload()).is_some_and(|s| {
+                        s.first_chunk
+                            == sctp::Chunk::Init {
+                                initiate_tag: self.sctp_tag(),
+                            }
+                    })
+            }
         }
     }
 
@@ -183,6 +196,21 @@ impl ProbePacket {
                         from: ip.get_source(),
                         sport: u.get_source(),
                     })
+            }
+            IpNextHeaderProtocols::Sctp if self.protocol == Protocol::Sctp => {
+                let s = sctp::parse(ip.payload())?;
+                // Answers to our INIT carry its Initiate Tag as their verification tag.
+                if s.dport != self.sport || s.vtag != self.sctp_tag() {
+                    return None;
+                }
+                match s.first_chunk {
+                    sctp::Chunk::InitAck => Some(Answer::Reply {
+                        from: ip.get_source(),
+                        sport: s.sport,
+                    }),
+                    sctp::Chunk::Abort => Some(Answer::Reset),
+                    _ => None,
+                }
             }
             IpNextHeaderProtocols::Icmp => {
                 let icmp = IcmpPacket::new(ip.payload())?;
@@ -267,6 +295,53 @@ mod tests {
             u.get_checksum(),
             udp::ipv4_checksum(&u, &ip.get_source(), &ip.get_destination())
         );
+    }
+
+    /// A frame from `src` to the probe's source carrying an SCTP packet with `vtag` whose
+    /// first chunk is `chunk`.
+    fn sctp_answer(p: &ProbePacket, src: Ipv4Addr, vtag: u32, chunk: u8) -> Frame {
+        let mut bytes = vec![0u8; ETH_LEN + IPV4_LEN + sctp::HEADER_LEN + 4];
+        {
+            let l4 = &mut bytes[ETH_LEN + IPV4_LEN..];
+            l4[0..2].copy_from_slice(&9999u16.to_be_bytes());
+            l4[2..4].copy_from_slice(&p.sport.to_be_bytes());
+            l4[4..8].copy_from_slice(&vtag.to_be_bytes());
+            l4[sctp::HEADER_LEN] = chunk;
+        }
+        let mut eth = MutableEthernetPacket::new(&mut bytes[..]).unwrap();
+        eth.set_destination(MacAddr::from(p.src_mac));
+        eth.set_ethertype(EtherTypes::Ipv4);
+        let mut ip = MutableIpv4Packet::new(&mut bytes[ETH_LEN..]).unwrap();
+        ip.set_version(4);
+        ip.set_header_length(5);
+        ip.set_total_length((IPV4_LEN + sctp::HEADER_LEN + 4) as u16);
+        ip.set_next_level_protocol(IpNextHeaderProtocols::Sctp);
+        ip.set_source(src);
+        ip.set_destination(p.src);
+        Frame { bytes }
+    }
+
+    #[test]
+    fn sctp_init_is_recognised_and_answered_by_init_ack_or_abort() {
+        let p = ProbePacket {
+            dport: 9999,
+            ..probe(Protocol::Sctp)
+        };
+        let frame = p.frame();
+        assert_eq!(frame.len(), ETH_LEN + IPV4_LEN + sctp::INIT_LEN);
+        assert!(p.is_forward(&Frame { bytes: frame }, p.dst_mac));
+        let tag = p.seq;
+        assert_eq!(
+            p.answer(&sctp_answer(&p, p.dst, tag, 2)),
+            Some(Answer::Reply {
+                from: p.dst,
+                sport: 9999
+            })
+        );
+        assert_eq!(p.answer(&sctp_answer(&p, p.dst, tag, 6)), Some(Answer::Reset));
+        assert_eq!(p.answer(&sctp_answer(&p, p.dst, tag + 1, 2)), None, "another probe's");
+        let other = ProbePacket { seq: tag + 1, ..p.clone() };
+        assert!(!other.is_forward(&Frame { bytes: p.frame() }, p.dst_mac));
     }
 
     #[test]

@@ -902,6 +902,15 @@ impl<'a> Checker<'a> {
                     ),
                 );
             }
+            if probe.protocol == Protocol::Sctp
+                && (probe.from.node.is_some() || probe.from.node_localhost.is_some())
+            {
+                self.err(
+                    path.key("protocol"),
+                    "SCTP probes are crafted INITs: send them from a `pod` or the `external` \
+                     client (node probes are sockets, and the suite makes no SCTP client socket)",
+                );
+            }
             self.probe_source(&path, probe);
             self.probe_target(&path, probe);
             self.probe_ports(&path, probe, i);

@@ -119,3 +119,27 @@ pub fn block_health_checks(p: &mut Programming) -> anyhow::Result<()> {
     anyhow::ensure!(changed > 0, "no health-check ACCEPT rule to break");
     Ok(())
 }
+
+/// Removes everything SCTP from a programming: the iptables rules matching `-p sctp` and the
+/// SCTP virtual servers. A proxier that forgets SCTP Services.
+pub fn drop_sctp(p: &mut Programming) -> anyhow::Result<()> {
+    let mut dropped = 0;
+    for table in p.iptables.values_mut() {
+        let before = table.rules.len();
+        table.rules.retain(|r| !r.contains("-p sctp"));
+        dropped += before - table.rules.len();
+    }
+    let before = p.ipvs.len();
+    p.ipvs.retain(|vs| {
+        !matches!(
+            vs.service.key,
+            ipvs_genl::ServiceKey::Addr {
+                protocol: ipvs_genl::Protocol::Sctp,
+                ..
+            }
+        )
+    });
+    dropped += before - p.ipvs.len();
+    anyhow::ensure!(dropped > 0, "nothing SCTP to drop");
+    Ok(())
+}
