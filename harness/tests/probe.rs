@@ -140,3 +140,62 @@ fn probe_sequence_numbers_are_stable_and_distinct() {
     };
     assert_eq!(p.frame(), p.clone().frame());
 }
+
+/// Two probes on one 4-tuple with different sequence numbers, the client's RSTs dropped (as
+/// when a broken reply path keeps the SYN-ACK from the client, or a lost RST): the backend must
+/// answer the second with a SYN-ACK for its own sequence number. That holds because pods'
+/// listeners keep no half-open state (syncookies always); with the kernel's default, the first
+/// SYN's request socket survives and answers the second with the first's acknowledgement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_open_connection_leaves_nothing_for_the_next_probe() {
+    let text = format!(
+        "{SCENARIO}  - {{ name: first, from: {{ pod: a1 }}, to: {{ ip: 10.244.2.10, dport: 8080 }}, sourcePort: 40000 }}\n  - {{ name: second, from: {{ pod: a1 }}, to: {{ ip: 10.244.2.10, dport: 8080 }}, sourcePort: 40000 }}\n"
+    );
+    let s = scenario::parse(&text, "half-open.yaml").expect("scenario is valid");
+    let verdicts = |syncookies: &'static str| {
+        let s = s.clone();
+        async move {
+            let topo = Topology::build(&s).await.unwrap();
+            let _servers = Backends::start(&topo, &s.topology.pods).unwrap();
+            let client = &topo.pod("a1").unwrap().netns;
+            client
+                .exec(
+                    "iptables",
+                    &[
+                        "-A",
+                        "OUTPUT",
+                        "-p",
+                        "tcp",
+                        "--tcp-flags",
+                        "RST",
+                        "RST",
+                        "-j",
+                        "DROP",
+                    ],
+                )
+                .unwrap();
+            let backend = &topo.pod("b1").unwrap().netns;
+            backend
+                .set_sysctl(kpct::topology::TCP_SYNCOOKIES, syncookies)
+                .unwrap();
+            let mut out = Vec::new();
+            for name in ["first", "second"] {
+                let index = s.probes.iter().position(|p| p.name == name).unwrap();
+                let plan = probe::plan(&s, &topo, index).unwrap();
+                let shots = probe::fire(&topo, &plan, TIMEOUT).unwrap();
+                out.push(observe_probe(&plan, &shots, &[], false).shots[0].verdict);
+            }
+            out
+        }
+    };
+    assert_eq!(
+        verdicts("2").await,
+        [Verdict::Delivered, Verdict::Delivered],
+        "the topology's stateless listeners"
+    );
+    assert_eq!(
+        verdicts("1").await,
+        [Verdict::Delivered, Verdict::DeliveredNoReply],
+        "the kernel default keeps the first SYN's request socket, which answers the second"
+    );
+}

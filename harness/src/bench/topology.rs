@@ -15,6 +15,7 @@ pub fn synthetic_scenario(nodes: u8, pods_per_node: u8) -> Scenario {
             name: format!("node-{i}"),
             ip: Ipv4Addr::new(192, 168, 1, 10 + i),
             secondary_ips: Vec::new(),
+            existing_ipvs: String::new(),
             pod_cidr: Ipv4Cidr {
                 addr: Ipv4Addr::new(10, 244, i, 0),
                 prefix_len: 24,

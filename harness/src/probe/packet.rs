@@ -338,9 +338,19 @@ mod tests {
                 sport: 9999
             })
         );
-        assert_eq!(p.answer(&sctp_answer(&p, p.dst, tag, 6)), Some(Answer::Reset));
-        assert_eq!(p.answer(&sctp_answer(&p, p.dst, tag + 1, 2)), None, "another probe's");
-        let other = ProbePacket { seq: tag + 1, ..p.clone() };
+        assert_eq!(
+            p.answer(&sctp_answer(&p, p.dst, tag, 6)),
+            Some(Answer::Reset)
+        );
+        assert_eq!(
+            p.answer(&sctp_answer(&p, p.dst, tag + 1, 2)),
+            None,
+            "another probe's"
+        );
+        let other = ProbePacket {
+            seq: tag + 1,
+            ..p.clone()
+        };
         assert!(!other.is_forward(&Frame { bytes: p.frame() }, p.dst_mac));
     }
 

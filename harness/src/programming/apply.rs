@@ -20,10 +20,14 @@
 //! came from when the programming was parsed from text) and the tool's or kernel's message.
 
 use super::kube_ipvs0::{self, DeviceKind, DevicePolicy};
+use super::model::pruned_by;
 use super::rollback::{self, Before};
 use super::rule_key::rule_key;
 use super::source::{Item, Origin, SourceMap};
-use super::text::{render_destination_line, render_service_line, render_table, render_timeouts};
+use super::text::{
+    render_delete_others, render_destination_line, render_service_line, render_table,
+    render_timeouts,
+};
 use super::tools::{self, blamed_line, tool_message, IptablesBackend};
 use super::{Programming, RestoreMode, Table};
 use crate::caps::{Capabilities, Feature};
@@ -254,7 +258,12 @@ impl Applier {
                 (Step::KubeIpvs0, !p.ipvs_addresses.is_empty()),
                 (Step::Ipsets, !p.ipsets.is_empty()),
                 (Step::Iptables, !p.iptables.is_empty()),
-                (Step::Ipvs, !p.ipvs.is_empty() || p.ipvs_timeouts.is_some()),
+                (
+                    Step::Ipvs,
+                    !p.ipvs.is_empty()
+                        || p.ipvs_timeouts.is_some()
+                        || p.ipvs_delete_others.is_some(),
+                ),
             ];
             for (step, needed) in steps {
                 if !needed {
@@ -584,6 +593,24 @@ fn apply_ipvs(ns: &Netns, p: &Programming) -> Result<(), StepError> {
             handle
                 .delete_destination(&vs.service.key, &stale.key())
                 .map_err(svc_err)?;
+        }
+    }
+    if let Some(keep) = &p.ipvs_delete_others {
+        for (other, _) in existing
+            .iter()
+            .filter(|(s, _)| pruned_by(p, keep, &s.service.key))
+        {
+            handle
+                .delete_service(&other.service.key)
+                .map_err(|e| StepError {
+                    input: Some(format!(
+                        "IPVS `{}` deleting `{}`",
+                        render_delete_others(keep),
+                        render_service_line(&other.service).trim()
+                    )),
+                    item: Some(Item::IpvsDeleteOthers),
+                    message: e.to_string(),
+                })?;
         }
     }
     Ok(())

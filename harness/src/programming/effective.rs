@@ -13,6 +13,7 @@
 //! same snapshot must hold on both kinds of kernel. The kind is in [`DeviceState::kind`].
 
 use super::kube_ipvs0::{self, DeviceError, DeviceState};
+use super::model::pruned_by;
 use super::rule_key::rule_key;
 use super::text::{render_destination_line, render_service_line, render_timeouts};
 use super::tools::{self, IptablesBackend, ToolError};
@@ -313,6 +314,10 @@ pub enum Missing {
         wanted: String,
         found: String,
     },
+    /// A service `--delete-others` should have removed is still there.
+    Deletion {
+        service: String,
+    },
     Service {
         service: String,
     },
@@ -354,6 +359,9 @@ impl fmt::Display for Missing {
             } => write!(f, "ipset {name} is {found}, not {wanted}"),
             Missing::SetEntry { set, entry } => write!(f, "ipset {set}: entry {entry}"),
             Missing::Ipvs => write!(f, "IPVS (the kernel has none)"),
+            Missing::Deletion { service } => {
+                write!(f, "deletion of IPVS service `{}`", service.trim())
+            }
             Missing::IpvsTimeouts { wanted, found } => {
                 write!(f, "IPVS timeouts `{wanted}` (found `{found}`)")
             }
@@ -491,13 +499,24 @@ impl EffectiveState {
     }
 
     fn diff_ipvs(&self, p: &Programming, missing: &mut Vec<Missing>) {
-        if p.ipvs.is_empty() && p.ipvs_timeouts.is_none() {
+        if p.ipvs.is_empty() && p.ipvs_timeouts.is_none() && p.ipvs_delete_others.is_none() {
             return;
         }
         let Some(table) = &self.ipvs else {
             missing.push(Missing::Ipvs);
             return;
         };
+        if let Some(keep) = &p.ipvs_delete_others {
+            for other in table
+                .servers
+                .iter()
+                .filter(|vs| pruned_by(p, keep, &vs.service.key))
+            {
+                missing.push(Missing::Deletion {
+                    service: render_service_line(&other.service),
+                });
+            }
+        }
         if let Some(wanted) = &p.ipvs_timeouts {
             // 0 leaves a timeout as it was, so only the others must show.
             let have = &table.timeouts;

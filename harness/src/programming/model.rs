@@ -3,7 +3,8 @@
 //! A `Programming` is data only: proxiers produce it, the applier writes it into the kernel, and
 //! the effective state read back afterwards is compared against it and snapshotted.
 
-use ipvs_genl::{Destination, Service};
+use crate::scenario::Ipv4Cidr;
+use ipvs_genl::{Destination, Service, ServiceKey};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
@@ -129,4 +130,21 @@ pub struct Programming {
     /// IPVS connection timeouts (`ipvsadm --set tcp tcpfin udp`, seconds; 0 leaves one as it
     /// is); `None` leaves the kernel's.
     pub ipvs_timeouts: Option<ipvs_genl::Timeouts>,
+    /// Delete the node's other IPv4 virtual services (those not in `ipvs`), except those whose
+    /// address lies in one of these CIDRs, as IPVS mode's `cleanLegacyService` does on every
+    /// sync. `None` leaves other services alone.
+    pub ipvs_delete_others: Option<Vec<Ipv4Cidr>>,
+}
+
+/// Whether `IpvsDeleteOthers`-style pruning removes the kernel service `key`: an IPv4 address
+/// service that `p` does not program and no kept CIDR holds. fwmark services have no address:
+/// kube-proxy's `getIPFamily` reads them as IPv6, "not our family", and leaves them.
+pub fn pruned_by(p: &Programming, keep: &[Ipv4Cidr], key: &ServiceKey) -> bool {
+    let ServiceKey::Addr { addr, .. } = key else {
+        return false;
+    };
+    let std::net::IpAddr::V4(addr) = addr else {
+        return false;
+    };
+    !p.ipvs.iter().any(|vs| vs.service.key == *key) && !keep.iter().any(|c| c.contains(*addr))
 }

@@ -61,7 +61,7 @@ pub(super) fn record(
             tools::run(ns, backend.save(), &["-c"], None).map_err(tool(Step::Iptables))?;
     }
     // The IPVS step puts the whole table back, so it is recorded whenever the step runs.
-    if !p.ipvs.is_empty() || p.ipvs_timeouts.is_some() {
+    if !p.ipvs.is_empty() || p.ipvs_timeouts.is_some() || p.ipvs_delete_others.is_some() {
         let mut handle = open_ipvs(ns).map_err(|e| (Step::Ipvs, e))?;
         if p.ipvs_timeouts.is_some() {
             before.ipvs_timeouts = Some(handle.timeouts().map_err(|e| {

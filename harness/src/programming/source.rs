@@ -30,6 +30,7 @@ pub enum Item {
     Address { index: usize },
     Sysctl { key: String },
     IpvsTimeouts,
+    IpvsDeleteOthers,
 }
 
 /// Item -> origin. Items without an entry were not read from text (e.g. built in Rust).

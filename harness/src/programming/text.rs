@@ -50,6 +50,7 @@ use super::source::{Item, Origin, SourceMap};
 use super::{
     ChainDecl, IpSet, IpSetType, Programming, RestoreMode, Table, TableRules, VirtualServer,
 };
+use crate::scenario::Ipv4Cidr;
 use ipvs_genl::{
     format_save, parse_save, Destination, DestinationState, Service, ServiceState, Stats, Timeouts,
 };
@@ -235,9 +236,10 @@ fn parse_body(
             out.programming.ipsets = parse_ipset_body(body, origin, &mut out.sources)?
         }
         Section::Ipvs => {
-            let (ipvs, timeouts) = parse_ipvs_body(body, origin, &mut out.sources)?;
-            out.programming.ipvs = ipvs;
-            out.programming.ipvs_timeouts = timeouts;
+            let section = parse_ipvs_body(body, origin, &mut out.sources)?;
+            out.programming.ipvs = section.servers;
+            out.programming.ipvs_timeouts = section.timeouts;
+            out.programming.ipvs_delete_others = section.delete_others;
         }
         Section::Addresses => {
             out.programming.ipvs_addresses = parse_addresses_body(body, origin, &mut out.sources)?
@@ -411,15 +413,35 @@ pub(crate) fn parse_ipset_body(
 }
 
 /// Parses `ipvsadm -Sn` lines; also used for a replay's `ipvsadm-Sn` file.
-/// The `*ipvs` section: `ipvsadm -Sn` lines and at most one `--set TCP TCPFIN UDP`.
+/// The `*ipvs` section: `ipvsadm -Sn` lines, at most one `--set TCP TCPFIN UDP` and at most
+/// one `--delete-others [CIDRs]`.
 pub(crate) fn parse_ipvs_body(
     body: &[Line],
     origin: &str,
     sources: &mut SourceMap,
-) -> Result<(Vec<VirtualServer>, Option<Timeouts>), TextError> {
-    let (set_lines, body): (Vec<Line>, Vec<Line>) = body
-        .iter()
-        .partition(|(_, l)| l.split_whitespace().next() == Some("--set"));
+) -> Result<IpvsSection, TextError> {
+    let (directives, body): (Vec<Line>, Vec<Line>) = body.iter().partition(|(_, l)| {
+        matches!(
+            l.split_whitespace().next(),
+            Some("--set" | "--delete-others")
+        )
+    });
+    let (delete_lines, set_lines): (Vec<Line>, Vec<Line>) = directives
+        .into_iter()
+        .partition(|(_, l)| l.starts_with("--delete-others"));
+    let mut delete_others = None;
+    for &(lineno, line) in &delete_lines {
+        let err = |message: String| TextError {
+            origin: origin.to_string(),
+            line: lineno,
+            message,
+        };
+        if delete_others.is_some() {
+            return Err(err("`--delete-others` appears twice".into()));
+        }
+        delete_others = Some(parse_delete_others(line).map_err(err)?);
+        sources.insert(Item::IpvsDeleteOthers, at(origin, lineno));
+    }
     let mut timeouts = None;
     for &(lineno, line) in &set_lines {
         let err = |message: String| TextError {
@@ -433,7 +455,43 @@ pub(crate) fn parse_ipvs_body(
         timeouts = Some(parse_timeouts(line).map_err(err)?);
         sources.insert(Item::IpvsTimeouts, at(origin, lineno));
     }
-    Ok((parse_ipvs_servers(&body, origin, sources)?, timeouts))
+    Ok(IpvsSection {
+        servers: parse_ipvs_servers(&body, origin, sources)?,
+        timeouts,
+        delete_others,
+    })
+}
+
+/// What an `*ipvs` section holds.
+pub(crate) struct IpvsSection {
+    pub(crate) servers: Vec<VirtualServer>,
+    pub(crate) timeouts: Option<Timeouts>,
+    pub(crate) delete_others: Option<Vec<Ipv4Cidr>>,
+}
+
+/// `--delete-others [CIDR,CIDR...]`: the CIDRs whose services are kept.
+fn parse_delete_others(line: &str) -> Result<Vec<Ipv4Cidr>, String> {
+    let words: Vec<&str> = line.split_whitespace().skip(1).collect();
+    match words.as_slice() {
+        [] => Ok(Vec::new()),
+        [list] => list
+            .split(',')
+            .map(|c| c.parse::<Ipv4Cidr>().map_err(|e| format!("`{line}`: {e}")))
+            .collect(),
+        _ => Err(format!(
+            "`{line}`: expected `--delete-others` or `--delete-others CIDR[,CIDR...]` (the kept ones)"
+        )),
+    }
+}
+
+/// `--delete-others` and the kept CIDRs.
+pub(crate) fn render_delete_others(keep: &[Ipv4Cidr]) -> String {
+    if keep.is_empty() {
+        "--delete-others".to_string()
+    } else {
+        let list: Vec<String> = keep.iter().map(|c| c.to_string()).collect();
+        format!("--delete-others {}", list.join(","))
+    }
 }
 
 /// `--set TCP TCPFIN UDP`, seconds, as `ipvsadm --set` takes them.
@@ -650,10 +708,13 @@ pub fn render_text(p: &Programming) -> String {
     for (table, rules) in &p.iptables {
         out.push_str(&render_table(*table, rules));
     }
-    if !p.ipvs.is_empty() || p.ipvs_timeouts.is_some() {
+    if !p.ipvs.is_empty() || p.ipvs_timeouts.is_some() || p.ipvs_delete_others.is_some() {
         out.push_str("*ipvs\n");
         if let Some(t) = &p.ipvs_timeouts {
             let _ = writeln!(out, "{}", render_timeouts(t));
+        }
+        if let Some(keep) = &p.ipvs_delete_others {
+            let _ = writeln!(out, "{}", render_delete_others(keep));
         }
         out.push_str(&render_ipvs(&p.ipvs));
         out.push_str("COMMIT\n");

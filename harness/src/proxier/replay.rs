@@ -165,6 +165,7 @@ impl Replay {
             .map_err(|e| shift_line(e, 1))?;
             p.ipvs = parsed.programming.ipvs;
             p.ipvs_timeouts = parsed.programming.ipvs_timeouts;
+            p.ipvs_delete_others = parsed.programming.ipvs_delete_others;
             loaded.sources.extend(shift_sources(parsed.sources, 1));
         }
         if let Some((text, origin)) = read_optional(&dir.join(ADDRESSES_FILE))? {

@@ -223,6 +223,14 @@ pub struct Node {
     pub secondary_ips: Vec<Ipv4Addr>,
     #[serde(rename = "podCIDR")]
     pub pod_cidr: Ipv4Cidr,
+    /// IPVS services on the node before any proxier runs (another load balancer's, such as
+    /// keepalived's), in `ipvsadm -Sn` lines. Needs IP_VS in the kernel, in every mode.
+    #[serde(
+        rename = "existingIPVS",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub existing_ipvs: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -508,6 +516,10 @@ pub struct ProxierOptions {
     /// default) keeps the kernel's. IPVS mode only.
     #[serde(default)]
     pub ipvs_timeouts: IpvsTimeouts,
+    /// `--ipvs-exclude-cidrs`: IPVS services in these CIDRs are not kube-proxy's, so its
+    /// clean-up of services it did not program leaves them alone. IPVS mode only.
+    #[serde(rename = "ipvsExcludeCIDRs", default)]
+    pub ipvs_exclude_cidrs: Vec<Ipv4Cidr>,
 }
 
 /// IPVS connection timeouts in seconds; 0 keeps the kernel's value.
@@ -595,6 +607,7 @@ impl Default for ProxierOptions {
             masquerade_bit: default_masquerade_bit(),
             node_port_addresses: Vec::new(),
             ipvs_timeouts: IpvsTimeouts::default(),
+            ipvs_exclude_cidrs: Vec::new(),
         }
     }
 }

@@ -322,6 +322,12 @@ impl<'a> Checker<'a> {
             }
             self.node_ip(path.key("ip"), node.ip, &mut ips);
             self.pod_cidr(&path, &node.pod_cidr, i);
+            if let Err(e) = ipvs_genl::parse_save(&node.existing_ipvs) {
+                self.err(
+                    path.key("existingIPVS"),
+                    format!("line {}: {}: `{}`", e.line, e.message, e.text.trim()),
+                );
+            }
         }
         // After every node's `ip`, so a clash names the secondary address as the culprit.
         for (i, node) in t.nodes.iter().enumerate() {

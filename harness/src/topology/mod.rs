@@ -124,6 +124,7 @@ impl Topology {
                 netns,
             };
             build_node(&fabric_nl, index, &built, topo.underlay).await?;
+            add_existing_ipvs(&built, &node.existing_ipvs)?;
             nodes.push(built);
             timings.per_node.push(started.elapsed());
         }
@@ -274,6 +275,29 @@ fn nth_or_network(cidr: Ipv4Cidr, n: u32) -> Ipv4Addr {
     cidr.nth(n).unwrap_or_else(|| cidr.network())
 }
 
+/// The node's IPVS services from before any proxier (`existingIPVS`).
+fn add_existing_ipvs(node: &NodeNs, text: &str) -> Result<()> {
+    let table = ipvs_genl::parse_save(text).map_err(|e| {
+        anyhow::anyhow!(
+            "node {}: existingIPVS line {}: {}",
+            node.name,
+            e.line,
+            e.message
+        )
+    })?;
+    if table.is_empty() {
+        return Ok(());
+    }
+    let mut handle = ipvs_genl::IpvsHandle::in_netns(node.netns.path()).map_err(|e| {
+        anyhow::anyhow!(
+            "node {}: existingIPVS needs IP_VS in the kernel ({e}); `sudo ci/test.sh` and `ci/kpct.sh` use a VM that has it",
+            node.name
+        )
+    })?;
+    ipvs_genl::apply(&mut handle, &table)
+        .with_context(|| format!("node {}: adding its existingIPVS services", node.name))
+}
+
 async fn build_node(
     fabric: &NetlinkNs,
     index: usize,
@@ -374,6 +398,9 @@ async fn wire_overlay(node: &NodeNs, all: &[NodeNs]) -> Result<()> {
     Ok(())
 }
 
+/// `2`: syncookies on every SYN, not only when the SYN queue overflows.
+pub const TCP_SYNCOOKIES: &str = "net.ipv4.tcp_syncookies";
+
 async fn build_pod(node: &NodeNs, pod: &PodNs) -> Result<()> {
     if !node.pod_cidr.contains(pod.ip) {
         bail!(
@@ -398,6 +425,14 @@ async fn build_pod(node: &NodeNs, pod: &PodNs) -> Result<()> {
     node_nl.set_hairpin(&pod.host_veth).await?;
     node_nl.set_up(&pod.host_veth).await?;
 
+    // Backends answer every SYN with a syncookie and keep no half-open connection. A crafted
+    // SYN whose SYN-ACK never meets the client's RST (a proxier that breaks the reply path, or
+    // an RST lost to the next probe's conntrack flush) would otherwise leave a request socket
+    // for a minute, and a later probe that the node masquerades to the same address and
+    // random port would get that old SYN-ACK, for another sequence number, instead of its own.
+    pod.netns
+        .set_sysctl(TCP_SYNCOOKIES, "2")
+        .with_context(|| format!("making pod {}'s listeners stateless", pod.name))?;
     let nl = NetlinkNs::open(&pod.netns)?;
     nl.set_up("lo").await?;
     nl.add_address(POD_IF, pod.ip, node.pod_cidr.prefix_len)

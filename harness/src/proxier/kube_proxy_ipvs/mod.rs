@@ -221,6 +221,9 @@ fn sync_proxy_rules(cfg: &Config, cluster: &ClusterState, node: &NodeContext) ->
         ipvs_addresses: state.bind_addrs.into_iter().collect(),
         sysctls: sysctls(cfg),
         ipvs_timeouts: cfg.timeouts,
+        // syncProxyRules ends with `cleanLegacyService`: every IPVS service of this family it
+        // did not program goes, unless `isIPInExcludeCIDRs`.
+        ipvs_delete_others: Some(cluster.options.ipvs_exclude_cidrs.clone()),
     }
 }
 

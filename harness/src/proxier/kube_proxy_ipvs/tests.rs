@@ -113,6 +113,7 @@ fn fake_options() -> ProxierOptions {
         masquerade_bit: 14,
         node_port_addresses: Vec::new(),
         ipvs_timeouts: Default::default(),
+        ipvs_exclude_cidrs: Vec::new(),
     }
 }
 
