@@ -547,3 +547,57 @@ fn legacy_iptables_backend_applies_and_rolls_back() {
     // The nf_tables view of the namespace holds none of it.
     assert!(read(&ns, &p).iptables.is_empty());
 }
+
+/// `--delete-others` removes the node's other IPv4 address services except those in the kept
+/// CIDRs (and fwmark ones), as kube-proxy's cleanLegacyService; a failure restores them.
+#[test]
+fn needs_ipvs_delete_others_keeps_only_the_excluded_foreign_services() {
+    caps::require_ipvs();
+    let ns = netns("ipvs-delete-others");
+    let foreign = |addr: &str| VirtualServer {
+        service: Service::new(
+            ServiceKey::Addr {
+                protocol: Protocol::Tcp,
+                addr: addr.parse().unwrap(),
+                port: 8080,
+            },
+            "rr",
+        ),
+        destinations: vec![],
+    };
+    let fwmark = VirtualServer {
+        service: Service::new(
+            ServiceKey::FwMark {
+                mark: 7,
+                ipv6: false,
+            },
+            "rr",
+        ),
+        destinations: vec![],
+    };
+    let others = Programming {
+        ipvs: vec![
+            foreign("192.168.1.50"),
+            foreign("192.168.1.60"),
+            fwmark.clone(),
+        ],
+        ..Programming::default()
+    };
+    applier()
+        .apply(&ns, "node-a", &others, None)
+        .expect("foreign services");
+    let mut p = hand_made_ipvs();
+    p.ipvs_delete_others = Some(vec!["192.168.1.50/32".parse().unwrap()]);
+
+    let mut bad = p.clone();
+    bad.ipvs[0].service.scheduler = "no-such-scheduler".into();
+    fails_and_rolls_back(&ns, &bad, None, Step::Ipvs);
+
+    applier().apply(&ns, "node-a", &p, None).expect("apply");
+    let state = read(&ns, &p);
+    assert_eq!(state.diff_against(&p), vec![], "{state}");
+    let save = &state.ipvs.as_ref().expect("IPVS").save;
+    assert!(save.contains("-A -t 192.168.1.50:8080"), "{save}");
+    assert!(!save.contains("192.168.1.60"), "{save}");
+    assert!(save.contains("-A -f 7"), "fwmark services stay: {save}");
+}

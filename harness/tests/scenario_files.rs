@@ -77,6 +77,21 @@ fn scenarios_use_sctp_exactly_when_named_sctp() {
     }
 }
 
+/// Likewise `ipvs-existing-*` files, which need IP_VS in every mode (tests/scenarios.rs).
+#[test]
+fn scenarios_have_existing_ipvs_exactly_when_named_ipvs_existing() {
+    for file in yaml_files(&scenarios_dir()) {
+        let s = scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
+        let existing = s.topology.nodes.iter().any(|n| !n.existing_ipvs.is_empty());
+        assert_eq!(
+            existing,
+            s.name.starts_with("ipvs-existing-"),
+            "{}: a scenario with existingIPVS must be named `ipvs-existing-*`, and only it",
+            file.display()
+        );
+    }
+}
+
 #[test]
 fn clusterip_cross_node_resolves_to_the_node_b_pods() {
     let s = scenario::load(&scenarios_dir().join("clusterip-cross-node.yaml")).unwrap();

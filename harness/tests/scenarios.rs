@@ -50,8 +50,17 @@ fn needs_ipvs_scenarios(#[files("../scenarios/*.yaml")] path: PathBuf) {
 fn scenarios_iptables(
     #[files("../scenarios/*.yaml")]
     #[exclude("/sctp-[^/]*$")]
+    #[exclude("/ipvs-existing-[^/]*$")]
     path: PathBuf,
 ) {
+    run(path, "kube-proxy-iptables");
+}
+
+/// Scenarios whose nodes hold IPVS services before the proxier runs (`existingIPVS`, named
+/// `ipvs-existing-*`) need IP_VS in the kernel in iptables mode too.
+#[rstest]
+fn needs_ipvs_scenarios_iptables(#[files("../scenarios/ipvs-existing-*.yaml")] path: PathBuf) {
+    require_ipvs();
     run(path, "kube-proxy-iptables");
 }
 

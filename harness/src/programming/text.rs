@@ -41,7 +41,9 @@
 //! passed to `ipset` as written (it is the judge of whether they fit the type). The `*ipvs`
 //! section is read by [`ipvs_genl::parse_save`], with `ipvsadm -R`'s checks (a destination must
 //! follow the `-A` line of its service), plus at most one `--set TCP TCPFIN UDP` line (the
-//! connection timeouts in seconds, as `ipvsadm --set` takes them; 0 keeps one as it is).
+//! connection timeouts in seconds, as `ipvsadm --set` takes them; 0 keeps one as it is) and at
+//! most one `--delete-others [CIDR,...]` (remove every other IPv4 address service of the node
+//! except those inside the CIDRs, as IPVS mode's clean-up of services it did not make does).
 //!
 //! Errors read `ORIGIN:LINE: what is wrong`, ORIGIN being the file name or e.g.
 //! `exec:./proxier.sh stdout`.
@@ -905,6 +907,29 @@ mod tests {
             ("--set 1 2", "expected `--set TCP TCPFIN UDP`"),
             ("--set 1 two 3", "`two` is not a number of seconds"),
             ("--set 1 2 3\n--set 1 2 3", "`--set` appears twice"),
+        ] {
+            let err = parse_text(&format!("*ipvs\n{bad}\nCOMMIT\n"), "t").unwrap_err();
+            assert!(err.to_string().contains(message), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn delete_others_round_trips_and_is_checked() {
+        let mut p = sample();
+        p.ipvs_delete_others = Some(vec!["192.168.1.50/32".parse().unwrap()]);
+        let text = render_text(&p);
+        assert!(
+            text.contains("*ipvs\n--delete-others 192.168.1.50/32\n"),
+            "{text}"
+        );
+        assert_eq!(parse_text(&text, "t").unwrap(), p);
+        p.ipvs_delete_others = Some(Vec::new());
+        assert!(render_text(&p).contains("*ipvs\n--delete-others\n"));
+        assert_eq!(parse_text(&render_text(&p), "t").unwrap(), p);
+        for (bad, message) in [
+            ("--delete-others 10.0.0.0/33", "prefix length"),
+            ("--delete-others a b", "expected `--delete-others`"),
+            ("--delete-others\n--delete-others", "appears twice"),
         ] {
             let err = parse_text(&format!("*ipvs\n{bad}\nCOMMIT\n"), "t").unwrap_err();
             assert!(err.to_string().contains(message), "{bad}: {err}");

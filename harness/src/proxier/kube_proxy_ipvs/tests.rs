@@ -1346,3 +1346,20 @@ fn ipvs_timeouts_only_when_set() {
         })
     );
 }
+
+/// syncProxyRules' `cleanLegacyService` runs on every sync: the programming deletes the node's
+/// other IPVS services, keeping those in `--ipvs-exclude-cidrs`.
+#[test]
+fn other_ipvs_services_are_deleted_except_excluded_cidrs() {
+    let sp = svc("svc1", "10.20.30.41", Protocol::Tcp, 80);
+    assert_eq!(program(vec![sp.clone()]).ipvs_delete_others, Some(vec![]));
+    let options = ProxierOptions {
+        ipvs_exclude_cidrs: vec!["192.168.1.0/24".parse().unwrap()],
+        ..fake_options()
+    };
+    let p = program_with(options, &node(), vec![sp]);
+    assert_eq!(
+        p.ipvs_delete_others,
+        Some(vec!["192.168.1.0/24".parse().unwrap()])
+    );
+}
