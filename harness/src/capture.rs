@@ -99,6 +99,12 @@ fn flow_of_ipv4(bytes: &[u8]) -> Option<Flow> {
             let udp = UdpPacket::new(ip.payload())?;
             (udp.get_source(), udp.get_destination())
         }
+        // SCTP's common header starts with the two ports too.
+        IpNextHeaderProtocols::Sctp => {
+            let l4 = ip.payload();
+            let port = |i: usize| Some(u16::from_be_bytes([*l4.get(i)?, *l4.get(i + 1)?]));
+            (port(0)?, port(2)?)
+        }
         _ => (0, 0),
     };
     Some(Flow {

@@ -137,6 +137,12 @@ fn rke2_ipvs_node_matches_the_walkthrough() {
 /// The exact text `load` reports for each malformed fixture, one line per problem.
 const BAD: &[(&str, &str)] = &[
     (
+        "existing-ipvs.yaml",
+        "tests/fixtures/bad/existing-ipvs.yaml:9:7: topology.nodes[0].existingIPVS: line 1: \
+         destination for service TCP 192.168.1.50:8080, which no earlier -A line defines: \
+         `-a -t 192.168.1.50:8080 -r 10.244.1.30:8080 -m -w 1`",
+    ),
+    (
         "secondary-ips.yaml",
         "tests/fixtures/bad/secondary-ips.yaml:8:36: topology.nodes[0].secondaryIPs[1]: node IP 192.168.1.11 is already used by topology.nodes[1].ip\n\
          tests/fixtures/bad/secondary-ips.yaml:8:50: topology.nodes[0].secondaryIPs[2]: node IP 10.0.0.1 is outside the underlay 192.168.1.0/24\n\

@@ -224,7 +224,8 @@ pub struct Node {
     #[serde(rename = "podCIDR")]
     pub pod_cidr: Ipv4Cidr,
     /// IPVS services on the node before any proxier runs (another load balancer's, such as
-    /// keepalived's), in `ipvsadm -Sn` lines. Needs IP_VS in the kernel, in every mode.
+    /// keepalived's), in `ipvsadm -Sn` lines, with `net.ipv4.vs.conntrack=1` as such a load
+    /// balancer sets on a node with netfilter. Needs IP_VS in the kernel, in every mode.
     #[serde(
         rename = "existingIPVS",
         default,

@@ -295,7 +295,14 @@ fn add_existing_ipvs(node: &NodeNs, text: &str) -> Result<()> {
         )
     })?;
     ipvs_genl::apply(&mut handle, &table)
-        .with_context(|| format!("node {}: adding its existingIPVS services", node.name))
+        .with_context(|| format!("node {}: adding its existingIPVS services", node.name))?;
+    // IPVS NAT on a node whose netfilter tracks connections (every Kubernetes node) needs
+    // conntrack to see the translation, or the real server's reply is a SYN-ACK out of nowhere,
+    // INVALID (and dropped by kube-proxy's KUBE-FORWARD). A load balancer that works on such a
+    // node has set this, as kube-proxy's IPVS mode does (`sysctlVSConnTrack`).
+    node.netns
+        .set_sysctl("net.ipv4.vs.conntrack", "1")
+        .with_context(|| format!("node {}: net.ipv4.vs.conntrack for existingIPVS", node.name))
 }
 
 async fn build_node(
