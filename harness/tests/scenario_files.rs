@@ -93,6 +93,15 @@ fn scenarios_have_existing_ipvs_exactly_when_named_ipvs_existing() {
 }
 
 #[test]
+fn the_soak_scenario_loads() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/soak/external-nodeport.yaml");
+    let s = scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.probes.len(), 30);
+    assert!(s.probes.iter().all(|p| p.repeat == 160));
+}
+
+#[test]
 fn clusterip_cross_node_resolves_to_the_node_b_pods() {
     let s = scenario::load(&scenarios_dir().join("clusterip-cross-node.yaml")).unwrap();
     let state = scenario::cluster_state(&s);
