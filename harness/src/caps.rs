@@ -281,33 +281,25 @@ fn probe() -> Result<Capabilities> {
 /// Tests calling this are named `needs_ipvs_*`, which the documented native-only quick mode
 /// (`ci/test.sh --quick`) deselects; everywhere else they must run and pass.
 pub fn require_ipvs() {
-    let caps = match detect() {
-        Ok(c) => c,
-        Err(e) => panic!("cannot probe kernel capabilities: {e:#}"),
-    };
-    if let Some((_, why)) = caps.missing(&[Feature::IpVs]).into_iter().next() {
-        panic!(
-            "this test needs IP_VS but kernel {} has none: {why}.\n\
-             Run the suite with `sudo ci/test.sh`, which boots a kernel that has IP_VS in a VM \
-             when this one lacks it (or `ci/test.sh --quick` to leave IPVS tests out).",
-            caps.kernel
-        );
-    }
+    require(Feature::IpVs, "IP_VS");
 }
 
-/// For tests that need SCTP (probes with crafted INITs, pods serving SCTP): panics with the
-/// reason. Tests calling this are named `needs_sctp_*`; `ci/test.sh` runs them in its VM, whose
-/// kernel has the module, when this one lacks it.
+/// For tests that need SCTP (probes with crafted INITs, pods serving SCTP), named
+/// `needs_sctp_*`; as [`require_ipvs`].
 pub fn require_sctp() {
+    require(Feature::Sctp, "SCTP");
+}
+
+fn require(feature: Feature, what: &str) {
     let caps = match detect() {
         Ok(c) => c,
         Err(e) => panic!("cannot probe kernel capabilities: {e:#}"),
     };
-    if let Some((_, why)) = caps.missing(&[Feature::Sctp]).into_iter().next() {
+    if let Some((_, why)) = caps.missing(&[feature]).into_iter().next() {
         panic!(
-            "this test needs SCTP but kernel {} has none: {why}.\n\
-             Run the suite with `sudo ci/test.sh`, which runs SCTP tests in a VM whose kernel has \
-             it when this one lacks it.",
+            "this test needs {what} but kernel {} has none: {why}.\n\
+             Run the suite with `sudo ci/test.sh`, which boots a kernel that has {what} in a VM \
+             when this one lacks it (or `ci/test.sh --quick` to leave such tests out).",
             caps.kernel
         );
     }

@@ -263,34 +263,49 @@ async fn needs_ipvs_ignoring_node_port_addresses_is_caught() {
     ignoring_node_port_addresses_is_caught("kube-proxy-ipvs").await;
 }
 
-/// `answeredByNode` on a healthCheckNodePort fails for a proxier that blocks it.
-async fn blocking_health_checks_is_caught(proxier: &'static str) {
-    let path = format!(
-        "{}/../scenarios/loadbalancer-etp-local.yaml",
-        env!("CARGO_MANIFEST_DIR")
-    );
+/// Runs the library scenario `file` against `proxier` broken by `mutate` and asserts that each
+/// of `probes` has a violation containing `violation`.
+async fn mutation_is_caught(
+    file: &str,
+    proxier: &'static str,
+    mutate: fn(&mut kpct::programming::Programming) -> anyhow::Result<()>,
+    probes: &[&str],
+    violation: &str,
+) {
+    let path = format!("{}/../scenarios/{file}", env!("CARGO_MANIFEST_DIR"));
     let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
-    let blocking = Mutated {
+    let broken = Mutated {
         name: proxier,
         inner: proxier,
-        mutate: block_health_checks,
+        mutate,
     };
-    let run = kpct::run::run_scenario(&s, &blocking, probe_timeout())
+    let run = kpct::run::run_scenario(&s, &broken, probe_timeout())
         .await
         .expect("run");
-    for probe in [
-        "external-to-health-check-node-a",
-        "external-to-health-check-node-b",
-    ] {
+    for probe in probes {
         assert!(
             run.violations
                 .iter()
-                .any(|v| v.contains(&format!("probe `{probe}`"))
-                    && v.contains("expected outcome AnsweredByNode, observed Dropped")),
+                .any(|v| v.contains(&format!("probe `{probe}`")) && v.contains(violation)),
             "{probe}: {:#?}",
             run.violations
         );
     }
+}
+
+/// `answeredByNode` on a healthCheckNodePort fails for a proxier that blocks it.
+async fn blocking_health_checks_is_caught(proxier: &'static str) {
+    mutation_is_caught(
+        "loadbalancer-etp-local.yaml",
+        proxier,
+        block_health_checks,
+        &[
+            "external-to-health-check-node-a",
+            "external-to-health-check-node-b",
+        ],
+        "expected outcome AnsweredByNode, observed Dropped",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -306,28 +321,14 @@ async fn needs_ipvs_blocking_health_checks_is_caught() {
 
 /// The SCTP scenario fails for a proxier that forgets SCTP Services, on each of its probes.
 async fn dropping_sctp_is_caught(proxier: &'static str) {
-    let path = format!(
-        "{}/../scenarios/sctp-services.yaml",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
-    let broken = Mutated {
-        name: proxier,
-        inner: proxier,
-        mutate: drop_sctp,
-    };
-    let run = kpct::run::run_scenario(&s, &broken, probe_timeout())
-        .await
-        .expect("run");
-    for probe in ["pod-to-clusterip-sctp", "external-to-nodeport-sctp"] {
-        assert!(
-            run.violations
-                .iter()
-                .any(|v| v.contains(&format!("probe `{probe}`")) && v.contains("never reached")),
-            "{probe}: {:#?}",
-            run.violations
-        );
-    }
+    mutation_is_caught(
+        "sctp-services.yaml",
+        proxier,
+        drop_sctp,
+        &["pod-to-clusterip-sctp", "external-to-nodeport-sctp"],
+        "never reached",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

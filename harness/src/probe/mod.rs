@@ -11,7 +11,7 @@ mod sctp;
 
 use crate::capture::{Capture, Flow};
 use crate::netns::Netns;
-use crate::scenario::{Probe, Protocol, Scenario, ServicePort, TargetPort, Via};
+use crate::scenario::{Node, Probe, ProbeTarget, Protocol, Scenario, ServicePort, TargetPort, Via};
 use crate::topology::naming::{mac_for, BRIDGE_IF, UNDERLAY_IF};
 use crate::topology::Topology;
 use anyhow::{anyhow, bail, Context, Result};
@@ -149,16 +149,7 @@ fn destination(
             (ip, port.port, None)
         }
         Via::NodePort => {
-            let node_name = to
-                .node
-                .clone()
-                .ok_or_else(|| anyhow!("`via: nodePort` needs `to.node`"))?;
-            let node = scenario
-                .topology
-                .nodes
-                .iter()
-                .find(|n| n.name == node_name)
-                .ok_or_else(|| anyhow!("no node {node_name}"))?;
+            let (node_name, node) = addressed_node(scenario, to, "nodePort")?;
             let np = port
                 .node_port
                 .ok_or_else(|| anyhow!("service {ns}/{name} port {} has no nodePort", port.port))?;
@@ -170,16 +161,7 @@ fn destination(
             (ip, np, Some(node_name))
         }
         Via::HealthCheckNodePort => {
-            let node_name = to
-                .node
-                .clone()
-                .ok_or_else(|| anyhow!("`via: healthCheckNodePort` needs `to.node`"))?;
-            let node = scenario
-                .topology
-                .nodes
-                .iter()
-                .find(|n| n.name == node_name)
-                .ok_or_else(|| anyhow!("no node {node_name}"))?;
+            let (node_name, node) = addressed_node(scenario, to, "healthCheckNodePort")?;
             let hc = svc
                 .spec
                 .health_check_node_port
@@ -207,6 +189,25 @@ fn destination(
         }
     };
     Ok((port.protocol, ip, dport, node))
+}
+
+/// The node whose IP a `via: nodePort` / `via: healthCheckNodePort` probe is sent to.
+fn addressed_node<'s>(
+    scenario: &'s Scenario,
+    to: &ProbeTarget,
+    via: &str,
+) -> Result<(String, &'s Node)> {
+    let name = to
+        .node
+        .clone()
+        .ok_or_else(|| anyhow!("`via: {via}` needs `to.node`"))?;
+    let node = scenario
+        .topology
+        .nodes
+        .iter()
+        .find(|n| n.name == name)
+        .ok_or_else(|| anyhow!("no node {name}"))?;
+    Ok((name, node))
 }
 
 fn source(

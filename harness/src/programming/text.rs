@@ -431,31 +431,13 @@ pub(crate) fn parse_ipvs_body(
     let (delete_lines, set_lines): (Vec<Line>, Vec<Line>) = directives
         .into_iter()
         .partition(|(_, l)| l.starts_with("--delete-others"));
-    let mut delete_others = None;
-    for &(lineno, line) in &delete_lines {
-        let err = |message: String| TextError {
-            origin: origin.to_string(),
-            line: lineno,
-            message,
-        };
-        if delete_others.is_some() {
-            return Err(err("`--delete-others` appears twice".into()));
-        }
-        delete_others = Some(parse_delete_others(line).map_err(err)?);
-        sources.insert(Item::IpvsDeleteOthers, at(origin, lineno));
+    let delete_others = single_directive(&delete_lines, origin, parse_delete_others)?;
+    if let (Some(_), Some((lineno, _))) = (&delete_others, delete_lines.first()) {
+        sources.insert(Item::IpvsDeleteOthers, at(origin, *lineno));
     }
-    let mut timeouts = None;
-    for &(lineno, line) in &set_lines {
-        let err = |message: String| TextError {
-            origin: origin.to_string(),
-            line: lineno,
-            message,
-        };
-        if timeouts.is_some() {
-            return Err(err("`--set` appears twice".into()));
-        }
-        timeouts = Some(parse_timeouts(line).map_err(err)?);
-        sources.insert(Item::IpvsTimeouts, at(origin, lineno));
+    let timeouts = single_directive(&set_lines, origin, parse_timeouts)?;
+    if let (Some(_), Some((lineno, _))) = (&timeouts, set_lines.first()) {
+        sources.insert(Item::IpvsTimeouts, at(origin, *lineno));
     }
     Ok(IpvsSection {
         servers: parse_ipvs_servers(&body, origin, sources)?,
@@ -469,6 +451,27 @@ pub(crate) struct IpvsSection {
     pub(crate) servers: Vec<VirtualServer>,
     pub(crate) timeouts: Option<Timeouts>,
     pub(crate) delete_others: Option<Vec<Ipv4Cidr>>,
+}
+
+/// The value of a directive that may appear once: its lines parsed with `parse`.
+fn single_directive<T>(
+    lines: &[Line],
+    origin: &str,
+    parse: fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, TextError> {
+    let err = |lineno: usize, message: String| TextError {
+        origin: origin.to_string(),
+        line: lineno,
+        message,
+    };
+    match lines {
+        [] => Ok(None),
+        [(lineno, line)] => parse(line).map(Some).map_err(|m| err(*lineno, m)),
+        [_, (lineno, line), ..] => {
+            let name = line.split_whitespace().next().unwrap_or_default();
+            Err(err(*lineno, format!("`{name}` appears twice")))
+        }
+    }
 }
 
 /// `--delete-others [CIDR,CIDR...]`: the CIDRs whose services are kept.
@@ -903,11 +906,16 @@ mod tests {
         assert_eq!(parsed.programming, p);
         let line = text.lines().position(|l| l.starts_with("--set")).unwrap() + 1;
         assert_eq!(parsed.sources.get(&Item::IpvsTimeouts).unwrap().line, line);
-        for (bad, message) in [
+        refused_in_ipvs_section(&[
             ("--set 1 2", "expected `--set TCP TCPFIN UDP`"),
             ("--set 1 two 3", "`two` is not a number of seconds"),
             ("--set 1 2 3\n--set 1 2 3", "`--set` appears twice"),
-        ] {
+        ]);
+    }
+
+    /// Each `*ipvs` body is refused with an error containing its message.
+    fn refused_in_ipvs_section(cases: &[(&str, &str)]) {
+        for (bad, message) in cases {
             let err = parse_text(&format!("*ipvs\n{bad}\nCOMMIT\n"), "t").unwrap_err();
             assert!(err.to_string().contains(message), "{bad}: {err}");
         }
@@ -926,14 +934,11 @@ mod tests {
         p.ipvs_delete_others = Some(Vec::new());
         assert!(render_text(&p).contains("*ipvs\n--delete-others\n"));
         assert_eq!(parse_text(&render_text(&p), "t").unwrap(), p);
-        for (bad, message) in [
+        refused_in_ipvs_section(&[
             ("--delete-others 10.0.0.0/33", "prefix length"),
             ("--delete-others a b", "expected `--delete-others`"),
             ("--delete-others\n--delete-others", "appears twice"),
-        ] {
-            let err = parse_text(&format!("*ipvs\n{bad}\nCOMMIT\n"), "t").unwrap_err();
-            assert!(err.to_string().contains(message), "{bad}: {err}");
-        }
+        ]);
     }
 
     #[test]

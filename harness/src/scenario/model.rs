@@ -8,6 +8,25 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
+/// Serializes a type as its `Display` text and deserializes it with its `FromStr`, whose
+/// error becomes the message: the scenario format writes these values as strings.
+macro_rules! serde_as_string {
+    ($t:ty) => {
+        impl Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
 /// An IPv4 prefix such as `10.244.1.0/24`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Ipv4Cidr {
@@ -74,18 +93,7 @@ impl std::str::FromStr for Ipv4Cidr {
     }
 }
 
-impl Serialize for Ipv4Cidr {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Ipv4Cidr {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
+serde_as_string!(Ipv4Cidr);
 
 /// A port range as the API server's `--service-node-port-range` takes it: `30000-32767` (or
 /// `BASE+SIZE`, e.g. `3000+100` for 3000-3100, as in k8s.io/apimachinery/pkg/util/net ParsePortRange).
@@ -137,18 +145,7 @@ impl std::str::FromStr for PortRange {
     }
 }
 
-impl Serialize for PortRange {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for PortRange {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
+serde_as_string!(PortRange);
 
 /// A whole scenario file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -571,18 +568,7 @@ impl std::str::FromStr for NodePortAddress {
     }
 }
 
-impl Serialize for NodePortAddress {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for NodePortAddress {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
+serde_as_string!(NodePortAddress);
 
 fn default_masquerade_bit() -> u8 {
     14
