@@ -204,19 +204,7 @@ fn report_lists_runs_that_could_not_complete_escaped() {
 
 #[test]
 fn an_unknown_report_format_fails_before_anything_runs() {
-    let out = Command::new(env!("CARGO_BIN_EXE_kpct"))
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .args([
-            "run",
-            "--proxier",
-            "kube-proxy-iptables",
-            "--scenario",
-            "scenarios/clusterip-udp.yaml",
-            "--report",
-            "/nonexistent/report.txt",
-        ])
-        .output()
-        .unwrap();
+    let out = run_udp_scenario_with(&["--report", "/nonexistent/report.txt"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
@@ -369,21 +357,12 @@ fn the_schema_check_rejects_broken_junit() {
 /// An output that cannot be written fails before any scenario runs, every such flag at once.
 #[test]
 fn unwritable_outputs_fail_before_anything_runs() {
-    let out = Command::new(env!("CARGO_BIN_EXE_kpct"))
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .args([
-            "run",
-            "--proxier",
-            "kube-proxy-iptables",
-            "--scenario",
-            "scenarios/clusterip-udp.yaml",
-            "--report",
-            "/nonexistent/r.html",
-            "--junit",
-            "/nonexistent/j.xml",
-        ])
-        .output()
-        .unwrap();
+    let out = run_udp_scenario_with(&[
+        "--report",
+        "/nonexistent/r.html",
+        "--junit",
+        "/nonexistent/j.xml",
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
@@ -399,4 +378,20 @@ fn unwritable_outputs_fail_before_anything_runs() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+/// `kpct run` of one small scenario in iptables mode with the output flags `outputs`.
+fn run_udp_scenario_with(outputs: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kpct"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .args([
+            "run",
+            "--proxier",
+            "kube-proxy-iptables",
+            "--scenario",
+            "scenarios/clusterip-udp.yaml",
+        ])
+        .args(outputs)
+        .output()
+        .expect("kpct runs")
 }
