@@ -48,6 +48,13 @@ enum Command {
         #[arg(long)]
         report: Option<std::path::PathBuf>,
     },
+    /// Check scenario files without running them: every problem of every file in one pass,
+    /// including the library's rules (header comment, description, name = file name, the
+    /// `sctp-`/`ipvs-existing-` prefixes). Exit 1 on any problem.
+    Validate {
+        /// Scenario files or globs. Default: scenarios/*.yaml.
+        files: Vec<String>,
+    },
     /// Run one scenario many times and report whether every observation is identical.
     Soak {
         #[arg(long)]
@@ -200,6 +207,7 @@ fn run() -> Result<()> {
             junit.as_deref(),
             report.as_deref(),
         ),
+        Command::Validate { files } => validate_command(&files),
         Command::Soak {
             scenario,
             proxier,
@@ -451,6 +459,38 @@ fn lab_command(action: LabCommand) -> Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+fn validate_command(patterns: &[String]) -> Result<()> {
+    let patterns = if patterns.is_empty() {
+        vec!["scenarios/*.yaml".to_string()]
+    } else {
+        patterns.to_vec()
+    };
+    let files = kpct::scenario::files(&patterns)?;
+    let mut problems = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| anyhow::anyhow!("{}: cannot read scenario file: {e}", file.display()))?;
+        match kpct::scenario::parse(&text, &file.display().to_string()) {
+            Ok(s) => problems.extend(kpct::scenario::conventions(file, &text, &s)),
+            Err(e) => problems.extend(e.problems().iter().cloned()),
+        }
+    }
+    for p in &problems {
+        println!("{p}");
+    }
+    if problems.is_empty() {
+        println!("{} scenario file(s), no problems", files.len());
+        Ok(())
+    } else {
+        eprintln!(
+            "kpct: {} problem(s) in {} scenario file(s)",
+            problems.len(),
+            files.len()
+        );
+        std::process::exit(1)
     }
 }
 

@@ -29,24 +29,6 @@ fn every_scenario_file_loads_validates_and_resolves() {
     assert!(!files.is_empty(), "no scenario files found");
     for file in files {
         let s = scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
-        let stem = file.file_stem().unwrap().to_string_lossy();
-        assert_eq!(
-            s.name,
-            stem,
-            "{}: name should match the file",
-            file.display()
-        );
-        assert!(
-            !s.description.is_empty(),
-            "{}: no description",
-            file.display()
-        );
-        let text = std::fs::read_to_string(&file).unwrap();
-        assert!(
-            text.starts_with('#'),
-            "{}: needs a header comment saying what it checks and where that is specified",
-            file.display()
-        );
         let state = scenario::cluster_state(&s);
         assert_eq!(state.nodes.len(), s.topology.nodes.len());
         for node in &s.topology.nodes {
@@ -55,41 +37,72 @@ fn every_scenario_file_loads_validates_and_resolves() {
     }
 }
 
-/// The scenario tests send `sctp-*` files to the kernel that has SCTP (tests/scenarios.rs):
-/// a scenario that uses SCTP under another name would fail on the host, and an `sctp-` one
-/// without SCTP would leave the host's faster run for nothing.
+/// Every library file keeps the library's rules (`kpct validate` checks the same): a header
+/// comment, a description, name = file name, and the `sctp-` / `ipvs-existing-` prefixes that
+/// send a scenario to a kernel that has what it needs (tests/scenarios.rs).
 #[test]
-fn scenarios_use_sctp_exactly_when_named_sctp() {
+fn every_scenario_file_keeps_the_library_rules() {
     for file in yaml_files(&scenarios_dir()) {
-        let s = scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
-        let sctp = |p: scenario::Protocol| p == scenario::Protocol::Sctp;
-        let uses_sctp = s.probes.iter().any(|p| sctp(p.protocol))
-            || s.topology
-                .pods
-                .iter()
-                .any(|p| p.ports.iter().any(|c| sctp(c.protocol)));
-        assert_eq!(
-            uses_sctp,
-            s.name.starts_with("sctp-"),
-            "{}: a scenario using SCTP (probes or pod ports) must be named `sctp-*`, and only it",
-            file.display()
-        );
+        let text = std::fs::read_to_string(&file).unwrap();
+        let s =
+            scenario::parse(&text, &file.display().to_string()).unwrap_or_else(|e| panic!("{e}"));
+        let problems = scenario::conventions(&file, &text, &s);
+        assert!(problems.is_empty(), "{problems:#?}");
     }
 }
 
-/// Likewise `ipvs-existing-*` files, which need IP_VS in every mode (tests/scenarios.rs).
+/// `kpct validate` as a user runs it: the library passes; a broken file and a misnamed one
+/// give every problem at once, with exit status 1.
 #[test]
-fn scenarios_have_existing_ipvs_exactly_when_named_ipvs_existing() {
-    for file in yaml_files(&scenarios_dir()) {
-        let s = scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
-        let existing = s.topology.nodes.iter().any(|n| !n.existing_ipvs.is_empty());
-        assert_eq!(
-            existing,
-            s.name.starts_with("ipvs-existing-"),
-            "{}: a scenario with existingIPVS must be named `ipvs-existing-*`, and only it",
-            file.display()
-        );
+fn kpct_validate_reports_every_problem_of_every_file() {
+    let kpct = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kpct"))
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+            .arg("validate")
+            .args(args)
+            .output()
+            .expect("kpct runs")
+    };
+    let library = kpct(&[]);
+    assert!(library.status.success(), "{library:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&library.stdout),
+        format!(
+            "{} scenario file(s), no problems\n",
+            yaml_files(&scenarios_dir()).len()
+        )
+    );
+
+    let dir = std::env::temp_dir().join(format!("kpct-validate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let misnamed = dir.join("misnamed.yaml");
+    let library_text = std::fs::read_to_string(scenarios_dir().join("clusterip-udp.yaml")).unwrap();
+    let body: String = library_text
+        .lines()
+        .skip_while(|l| l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&misnamed, body).unwrap();
+    let bad = kpct(&[
+        "harness/tests/fixtures/bad/unknown-node.yaml",
+        misnamed.to_str().unwrap(),
+    ]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(bad.status.code(), Some(1), "{bad:?}");
+    let out = String::from_utf8_lossy(&bad.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    for wanted in [
+        "unknown-node.yaml:14:7: topology.pods[0].node: unknown node `node-c`",
+        "misnamed.yaml:1:1: the file must start with a comment saying what it checks and where that is specified",
+        "misnamed.yaml:1:1: name: name `clusterip-udp` differs from the file name `misnamed`",
+    ] {
+        assert!(lines.iter().any(|l| l.contains(wanted)), "{wanted}: {out}");
     }
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("kpct: 3 problem(s) in 2 scenario file(s)"),
+        "{bad:?}"
+    );
 }
 
 #[test]

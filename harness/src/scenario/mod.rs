@@ -1,3 +1,4 @@
+mod conventions;
 mod files;
 mod load;
 pub mod model;
@@ -5,6 +6,7 @@ mod recover;
 mod resolve;
 mod validate;
 
+pub use conventions::conventions;
 pub use files::{files, BUNDLED};
 pub use load::{load, load_for, parse, parse_for, validate, Problem, ScenarioError};
 pub use model::*;
