@@ -59,8 +59,10 @@ enum Command {
     Soak {
         #[arg(long)]
         scenario: std::path::PathBuf,
-        #[arg(long, default_value = "kube-proxy-ipvs")]
-        proxier: String,
+        /// A built-in proxier. Default: kube-proxy-ipvs where the kernel has IP_VS, else
+        /// kube-proxy-iptables (and a note saying so).
+        #[arg(long)]
+        proxier: Option<String>,
         #[arg(long, default_value_t = 50)]
         runs: usize,
     },
@@ -87,8 +89,10 @@ enum Command {
         scenario: std::path::PathBuf,
         /// The probe's name in that file.
         probe: String,
-        #[arg(long, default_value = "kube-proxy-ipvs")]
-        proxier: String,
+        /// A built-in proxier. Default: kube-proxy-ipvs where the kernel has IP_VS, else
+        /// kube-proxy-iptables (and a note saying so).
+        #[arg(long)]
+        proxier: Option<String>,
     },
     /// Remove network namespaces left behind by crashed runs (those whose process is gone).
     Cleanup {
@@ -103,8 +107,10 @@ enum LabCommand {
     /// Build and program the lab of a scenario file; prints how to get in.
     Up {
         scenario: std::path::PathBuf,
-        #[arg(long, default_value = "kube-proxy-ipvs")]
-        proxier: String,
+        /// A built-in proxier. Default: kube-proxy-ipvs where the kernel has IP_VS, else
+        /// kube-proxy-iptables (and a note saying so).
+        #[arg(long)]
+        proxier: Option<String>,
     },
     /// Remove the lab of a scenario (by scenario name or file).
     Down { scenario: String },
@@ -213,6 +219,10 @@ fn run() -> Result<()> {
             proxier,
             runs,
         } => {
+            let proxier = chosen_proxier(proxier)?;
+            if proxier.contains("ipvs") {
+                ensure_ipvs("run it through `sudo ci/kpct.sh soak …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
+            }
             let s = kpct::scenario::load(&scenario).map_err(|e| anyhow::anyhow!("{e}"))?;
             let p = kpct::proxier::builtin(&proxier)
                 .ok_or_else(|| anyhow::anyhow!("unknown proxier `{proxier}`"))?;
@@ -245,7 +255,7 @@ fn run() -> Result<()> {
             scenario,
             probe,
             proxier,
-        } => trace_command(&scenario, &probe, &proxier),
+        } => trace_command(&scenario, &probe, &chosen_proxier(proxier)?),
         Command::Bench { what } => bench_command(what),
         Command::Cleanup { all } => {
             let names = netns::leftovers(all)?;
@@ -430,6 +440,7 @@ fn trace_command(scenario: &std::path::Path, probe: &str, proxier: &str) -> Resu
 fn lab_command(action: LabCommand) -> Result<()> {
     match action {
         LabCommand::Up { scenario, proxier } => {
+            let proxier = chosen_proxier(proxier)?;
             let s = kpct::scenario::load(&scenario).map_err(|e| anyhow::anyhow!("{e}"))?;
             let p = kpct::proxier::builtin(&proxier)
                 .ok_or_else(|| anyhow::anyhow!("unknown proxier `{proxier}`"))?;
@@ -454,7 +465,11 @@ fn lab_command(action: LabCommand) -> Result<()> {
             Ok(())
         }
         LabCommand::List => {
-            for lab in kpct::lab::list()? {
+            let labs = kpct::lab::list()?;
+            if labs.is_empty() {
+                println!("no labs are up");
+            }
+            for lab in labs {
                 println!("{lab}");
             }
             Ok(())
@@ -616,6 +631,31 @@ fn proxier_from_spec(spec: &str) -> Result<Box<dyn kpct::run::NodeProgrammer>> {
         })
 }
 
+/// The proxier a one-proxier command uses: the one asked for, else the IPVS one where the kernel
+/// can run it, else the iptables one, with a note on stderr.
+fn chosen_proxier(asked: Option<String>) -> Result<String> {
+    if let Some(p) = asked {
+        return Ok(p);
+    }
+    let has_ipvs = caps::detect()?.missing(&[Feature::IpVs]).is_empty();
+    let (chosen, note) = default_proxier(has_ipvs);
+    if let Some(note) = note {
+        eprintln!("kpct: {note}");
+    }
+    Ok(chosen.to_string())
+}
+
+fn default_proxier(has_ipvs: bool) -> (&'static str, Option<&'static str>) {
+    if has_ipvs {
+        ("kube-proxy-ipvs", None)
+    } else {
+        (
+            "kube-proxy-iptables",
+            Some("no IP_VS in this kernel: using --proxier kube-proxy-iptables (for IPVS, run it through `sudo ci/kpct.sh`, which uses a VM whose kernel has it)"),
+        )
+    }
+}
+
 /// Fails with the reason when the running kernel has no IP_VS; `way_out` says what to do instead.
 fn ensure_ipvs(way_out: &str) -> Result<()> {
     let caps = caps::detect()?;
@@ -626,4 +666,17 @@ fn ensure_ipvs(way_out: &str) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_proxier;
+
+    #[test]
+    fn the_default_proxier_is_one_the_kernel_can_run() {
+        assert_eq!(default_proxier(true), ("kube-proxy-ipvs", None));
+        let (chosen, note) = default_proxier(false);
+        assert_eq!(chosen, "kube-proxy-iptables");
+        assert!(note.is_some_and(|n| n.contains("ci/kpct.sh")));
+    }
 }
