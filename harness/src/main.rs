@@ -401,7 +401,7 @@ fn run_command(
         }
     }
     progress.close();
-    print!("{}", kpct::report::table(&runs));
+    print!("{}", kpct::report::table(&runs, errors.len()));
     for (scenario, proxier, e) in &errors {
         println!("  ERROR {scenario} × {proxier}: {e}");
     }

@@ -17,8 +17,9 @@ pub fn probe_violations<'a>(run: &'a ScenarioRun, probe: &str) -> Vec<&'a String
 }
 
 /// One row per probe shot outcome: scenario, proxier, probe, verdict, observed translation, and
-/// PASS/FAIL against the scenario's declared expectations.
-pub fn table(runs: &[ScenarioRun]) -> String {
+/// PASS/FAIL against the scenario's declared expectations; the summary also counts the
+/// `errored` scenario runs that produced no observation.
+pub fn table(runs: &[ScenarioRun], errored: usize) -> String {
     let mut rows: Vec<[String; 6]> = Vec::new();
     for run in runs {
         let obs = &run.observation;
@@ -58,6 +59,11 @@ pub fn table(runs: &[ScenarioRun]) -> String {
         }
     }
     let mut out = String::new();
+    if rows.is_empty() {
+        let _ = writeln!(out, "no probe ran");
+        let _ = writeln!(out, "{}", summary(0, 0, errored));
+        return out;
+    }
     let line = |out: &mut String, cells: &[String]| {
         let mut parts = Vec::new();
         for (cell, w) in cells.iter().zip(&widths) {
@@ -74,19 +80,25 @@ pub fn table(runs: &[ScenarioRun]) -> String {
         line(&mut out, row);
     }
     let failed = rows.iter().filter(|r| r[5] == "FAIL").count();
-    let _ = writeln!(
-        out,
-        "\n{} probe(s), {} passed, {} failed",
-        rows.len(),
-        rows.len() - failed,
-        failed
-    );
+    let _ = writeln!(out, "\n{}", summary(rows.len(), failed, errored));
     for run in runs {
         for v in &run.violations {
             let _ = writeln!(out, "  FAIL {v}");
         }
     }
     out
+}
+
+/// `N probe(s), P passed, F failed`, and the runs that could not run at all when there are.
+fn summary(probes: usize, failed: usize, errored: usize) -> String {
+    let mut s = format!(
+        "{probes} probe(s), {} passed, {failed} failed",
+        probes - failed
+    );
+    if errored > 0 {
+        s.push_str(&format!("; {errored} scenario run(s) errored (below)"));
+    }
+    s
 }
 
 fn dedup(items: impl Iterator<Item = String>) -> Vec<String> {

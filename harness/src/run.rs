@@ -221,7 +221,7 @@ impl NodeProgrammer for ExecProxier {
     ) -> Result<NodeSummary> {
         let sync = self
             .sync_node(&node.netns, &input_for(cluster, ctx), &applier()?)
-            .with_context(|| format!("{} on node {}", self.label(), node.name))?;
+            .with_context(|| self.label())?;
         if !sync.missing.is_empty() {
             anyhow::bail!(
                 "{} on node {}: the kernel does not hold {} item(s) of its programming, e.g. {}",
@@ -250,7 +250,7 @@ impl NodeProgrammer for Replay {
     ) -> Result<NodeSummary> {
         let (_, effective) = self
             .sync_node(&node.netns, &node.name, &applier()?)
-            .with_context(|| format!("{} on node {}", self.label(), node.name))?;
+            .with_context(|| self.label())?;
         Ok(summarize_effective(node, &effective))
     }
 }

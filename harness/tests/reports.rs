@@ -204,7 +204,12 @@ fn report_lists_runs_that_could_not_complete_escaped() {
 
 #[test]
 fn an_unknown_report_format_fails_before_anything_runs() {
-    let out = run_udp_scenario_with(&["--report", "/nonexistent/report.txt"]);
+    let out = run_udp_scenario_with(&[
+        "--proxier",
+        "kube-proxy-iptables",
+        "--report",
+        "/nonexistent/report.txt",
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
@@ -358,6 +363,8 @@ fn the_schema_check_rejects_broken_junit() {
 #[test]
 fn unwritable_outputs_fail_before_anything_runs() {
     let out = run_udp_scenario_with(&[
+        "--proxier",
+        "kube-proxy-iptables",
         "--report",
         "/nonexistent/r.html",
         "--junit",
@@ -380,18 +387,28 @@ fn unwritable_outputs_fail_before_anything_runs() {
     );
 }
 
-/// `kpct run` of one small scenario in iptables mode with the output flags `outputs`.
-fn run_udp_scenario_with(outputs: &[&str]) -> std::process::Output {
+/// `kpct run` of one small scenario with `args` (the proxier, output flags).
+fn run_udp_scenario_with(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_kpct"))
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .args([
-            "run",
-            "--proxier",
-            "kube-proxy-iptables",
-            "--scenario",
-            "scenarios/clusterip-udp.yaml",
-        ])
-        .args(outputs)
+        .args(["run", "--scenario", "scenarios/clusterip-udp.yaml"])
+        .args(args)
         .output()
         .expect("kpct runs")
+}
+
+/// A proxier that fails leaves no empty table: the summary counts the errored run, and the
+/// error names the node once and says the program wrote nothing on stderr.
+#[test]
+fn a_failing_exec_proxier_is_reported_as_an_errored_run() {
+    let out = run_udp_scenario_with(&["--proxier", "exec:false"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout,
+        "no probe ran\n\
+         0 probe(s), 0 passed, 0 failed; 1 scenario run(s) errored (below)\n  \
+         ERROR clusterip-udp × exec:false: exec:false: node node-a: `false` failed (exit \
+         status: 1) and wrote nothing on stderr\n"
+    );
 }

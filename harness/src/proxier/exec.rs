@@ -60,6 +60,15 @@ pub struct NodeSync {
     pub missing: Vec<Missing>,
 }
 
+/// `; stderr: …` when the program wrote any.
+fn stderr_part(stderr: &str) -> String {
+    if stderr.trim().is_empty() {
+        " and wrote nothing on stderr".to_string()
+    } else {
+        format!("; stderr: {}", stderr.trim_end())
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     #[error("exec proxier spec `{0}`: expected `exec:PROGRAM [ARGS...]`")]
@@ -77,14 +86,14 @@ pub enum ExecError {
         command: String,
         message: String,
     },
-    #[error("node {node}: `{command}` did not finish within {timeout:?} and was killed; stderr: {stderr}")]
+    #[error("node {node}: `{command}` did not finish within {timeout:?} and was killed{}", stderr_part(.stderr))]
     Timeout {
         node: String,
         command: String,
         timeout: Duration,
         stderr: String,
     },
-    #[error("node {node}: `{command}` failed ({status}); stderr: {stderr}")]
+    #[error("node {node}: `{command}` failed ({status}){}", stderr_part(.stderr))]
     Failed {
         node: String,
         command: String,
