@@ -55,6 +55,24 @@ enum Command {
         /// Scenario files or globs. Default: scenarios/*.yaml.
         files: Vec<String>,
     },
+    /// Print the programming a proxier makes for a scenario, per node, without touching a
+    /// kernel: in the suite's text format or as one tool would show it. With `--diff`, a
+    /// unified diff against a second proxier's instead (exit 1 when they differ).
+    Program {
+        /// The scenario file.
+        scenario: std::path::PathBuf,
+        /// A built-in proxier or `replay:DIR`.
+        #[arg(long, default_value = "kube-proxy-iptables")]
+        proxier: String,
+        /// Only this node (default: every node of the scenario).
+        #[arg(long)]
+        node: Option<String>,
+        #[arg(long, value_enum, default_value_t = kpct::programming::view::View::Text)]
+        view: kpct::programming::view::View,
+        /// Compare with this proxier (a built-in or `replay:DIR`), rule by rule.
+        #[arg(long)]
+        diff: Option<String>,
+    },
     /// Run one scenario many times and report whether every observation is identical.
     Soak {
         #[arg(long)]
@@ -214,6 +232,13 @@ fn run() -> Result<()> {
             report.as_deref(),
         ),
         Command::Validate { files } => validate_command(&files),
+        Command::Program {
+            scenario,
+            proxier,
+            node,
+            view,
+            diff,
+        } => program_command(&scenario, &proxier, node.as_deref(), view, diff.as_deref()),
         Command::Soak {
             scenario,
             proxier,
@@ -474,6 +499,96 @@ fn lab_command(action: LabCommand) -> Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+/// What `spec` programs on `node` of `s`: a built-in computes it, a replay reads its capture.
+fn programming_of(
+    spec: &str,
+    s: &kpct::scenario::Scenario,
+    node: &str,
+) -> Result<kpct::programming::Programming> {
+    if spec.starts_with("replay:") {
+        let replay = kpct::proxier::replay::Replay::from_spec(spec)?;
+        return Ok(replay.load(node)?.programming);
+    }
+    if spec.starts_with("exec:") {
+        anyhow::bail!(
+            "`{spec}`: `program` does not run exec proxiers, which program a node namespace; \
+             `kpct run --proxier {spec} --scenario … --report FILE` shows what one left on each node"
+        );
+    }
+    let p = kpct::proxier::builtin(spec).ok_or_else(|| {
+        anyhow::anyhow!(
+            "unknown proxier `{spec}` (program takes the built-ins: {}, or `replay:DIR`)",
+            kpct::proxier::BUILTIN.join(", ")
+        )
+    })?;
+    let ctx = kpct::scenario::node_context(s, node)
+        .ok_or_else(|| anyhow::anyhow!("no node `{node}` in scenario {}", s.name))?;
+    p.program(&kpct::scenario::cluster_state(s), &ctx)
+}
+
+fn program_command(
+    scenario: &std::path::Path,
+    proxier: &str,
+    node: Option<&str>,
+    view: kpct::programming::view::View,
+    diff: Option<&str>,
+) -> Result<()> {
+    let s = kpct::scenario::load(scenario).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let nodes: Vec<String> = match node {
+        Some(n) if s.topology.nodes.iter().any(|x| x.name == n) => vec![n.to_string()],
+        Some(n) => anyhow::bail!(
+            "no node `{n}` in scenario {} (nodes: {})",
+            s.name,
+            s.topology
+                .nodes
+                .iter()
+                .map(|x| x.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => s.topology.nodes.iter().map(|x| x.name.clone()).collect(),
+    };
+    let render = |spec: &str, node: &str| -> Result<String> {
+        Ok(kpct::programming::view::render(
+            &programming_of(spec, &s, node)?,
+            view,
+        ))
+    };
+    let mut differ = false;
+    for node in &nodes {
+        let ours = render(proxier, node)?;
+        match diff {
+            None => emit(&format!("# node {node}: {proxier}\n{ours}"))?,
+            Some(other) => {
+                let theirs = render(other, node)?;
+                if ours != theirs {
+                    differ = true;
+                    emit(
+                        &similar::TextDiff::from_lines(&ours, &theirs)
+                            .unified_diff()
+                            .header(&format!("{proxier} {node}"), &format!("{other} {node}"))
+                            .to_string(),
+                    )?;
+                }
+            }
+        }
+    }
+    if differ {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// Writes to stdout; a reader that went away (`| head`) ends the command quietly, as with any
+/// Unix filter, instead of a panic.
+fn emit(text: &str) -> Result<()> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        other => Ok(other?),
     }
 }
 

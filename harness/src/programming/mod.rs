@@ -8,6 +8,7 @@ pub(crate) mod rule_key;
 pub mod source;
 pub mod text;
 pub mod tools;
+pub mod view;
 
 pub use apply::{apply, AppliedReport, Applier, ApplyError, ApplyOptions, Step};
 pub use effective::{

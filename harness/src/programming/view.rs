@@ -1,0 +1,39 @@
+//! A programming as one of the tools would show it, for reading and diffing without a kernel.
+
+use super::text::{render_ipsets, render_ipvs, render_table, render_text, render_timeouts};
+use super::Programming;
+use std::fmt::Write;
+
+/// How to show a programming.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum View {
+    /// The suite's text format: every section (sysctls, addresses, ipsets, tables, IPVS).
+    Text,
+    /// The iptables tables as `iptables-restore` input (what `iptables-save` would print).
+    IptablesSave,
+    /// The IPVS services as `ipvsadm -Sn` lines (timeouts as `ipvsadm --set`).
+    Ipvsadm,
+    /// The ipsets as `ipset save` lines.
+    Ipset,
+}
+
+/// `p` shown as `view`.
+pub fn render(p: &Programming, view: View) -> String {
+    match view {
+        View::Text => render_text(p),
+        View::IptablesSave => p
+            .iptables
+            .iter()
+            .map(|(table, rules)| render_table(*table, rules))
+            .collect(),
+        View::Ipvsadm => {
+            let mut out = String::new();
+            if let Some(t) = &p.ipvs_timeouts {
+                let _ = writeln!(out, "# ipvsadm {}", render_timeouts(t));
+            }
+            out.push_str(&render_ipvs(&p.ipvs));
+            out
+        }
+        View::Ipset => render_ipsets(&p.ipsets),
+    }
+}

@@ -1,0 +1,123 @@
+//! `kpct program` as a user runs it: no root and no kernel state needed.
+
+use kpct::programming::text::parse_text;
+use kpct::proxier::{builtin, Proxier};
+use std::process::{Command, Output};
+
+fn kpct(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kpct"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .arg("program")
+        .args(args)
+        .output()
+        .expect("kpct runs")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const SCENARIO: &str = "scenarios/clusterip-udp.yaml";
+
+#[test]
+fn prints_what_the_proxier_programs_in_the_text_format() {
+    let out = kpct(&[SCENARIO, "--node", "node-a"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = stdout(&out);
+    let body = text
+        .strip_prefix("# node node-a: kube-proxy-iptables\n")
+        .unwrap_or_else(|| panic!("{text}"));
+    let s = kpct::scenario::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../scenarios/clusterip-udp.yaml"
+    )))
+    .unwrap();
+    let ctx = kpct::scenario::node_context(&s, "node-a").unwrap();
+    let expected = builtin("kube-proxy-iptables")
+        .unwrap()
+        .program(&kpct::scenario::cluster_state(&s), &ctx)
+        .unwrap();
+    assert_eq!(parse_text(body, "stdout").unwrap(), expected);
+}
+
+#[test]
+fn tool_views_and_every_node() {
+    let out = kpct(&[
+        SCENARIO,
+        "--proxier",
+        "kube-proxy-ipvs",
+        "--view",
+        "ipvsadm",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        stdout(&out),
+        "# node node-a: kube-proxy-ipvs\n-A -u 10.96.0.53:53 -s rr\n-a -u 10.96.0.53:53 -r 10.244.2.53:5353 -m -w 1\n\
+         # node node-b: kube-proxy-ipvs\n-A -u 10.96.0.53:53 -s rr\n-a -u 10.96.0.53:53 -r 10.244.2.53:5353 -m -w 1\n"
+    );
+    let save = stdout(&kpct(&[
+        SCENARIO,
+        "--node",
+        "node-b",
+        "--view",
+        "iptables-save",
+    ]));
+    assert!(
+        save.contains("\n*nat\n") && save.ends_with("COMMIT\n"),
+        "{save}"
+    );
+    assert!(!save.contains("*sysctl"), "{save}");
+}
+
+#[test]
+fn diff_compares_two_proxiers_rule_by_rule() {
+    let same = kpct(&[SCENARIO, "--diff", "kube-proxy-iptables"]);
+    assert!(same.status.success(), "{same:?}");
+    assert_eq!(stdout(&same), "");
+    let other = kpct(&[
+        SCENARIO,
+        "--node",
+        "node-a",
+        "--view",
+        "iptables-save",
+        "--diff",
+        "kube-proxy-ipvs",
+    ]);
+    assert_eq!(other.status.code(), Some(1), "{other:?}");
+    let diff = stdout(&other);
+    assert!(
+        diff.starts_with("--- kube-proxy-iptables node-a\n+++ kube-proxy-ipvs node-a\n"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("\n+-A KUBE-SERVICES -s 127.0.0.0/8 -j RETURN\n"),
+        "{diff}"
+    );
+}
+
+#[test]
+fn replays_and_bad_input() {
+    let replay = kpct(&[
+        SCENARIO,
+        "--proxier",
+        "replay:harness/tests/fixtures/replay",
+        "--node",
+        "node-a",
+        "--view",
+        "ipset",
+    ]);
+    assert!(replay.status.success(), "{replay:?}");
+    assert!(stdout(&replay).contains("create "), "{replay:?}");
+    let unknown = kpct(&[SCENARIO, "--node", "node-z"]);
+    assert_eq!(unknown.status.code(), Some(2), "{unknown:?}");
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr)
+            .contains("no node `node-z` in scenario clusterip-udp (nodes: node-a, node-b)"),
+        "{unknown:?}"
+    );
+    let exec = kpct(&[SCENARIO, "--proxier", "exec:./x.sh"]);
+    assert!(
+        String::from_utf8_lossy(&exec.stderr).contains("does not run exec proxiers"),
+        "{exec:?}"
+    );
+}
