@@ -93,6 +93,13 @@ if [ "$install" = 1 ]; then
         || python3 -m pip install --quiet --root-user-action=ignore --break-system-packages "$pkg"
       hash -r
     done
+    for crate in $(rows "$group" cargo); do
+      prog="$(awk -F'\t' -v p="$crate" '$3 == p { print $4 }' "$deps")"
+      command -v "$prog" > /dev/null && continue
+      echo "==> cargo install --locked $crate"
+      cargo install --quiet --locked "$crate"
+      hash -r
+    done
   done
 fi
 

@@ -43,7 +43,7 @@ case "$(realpath -m "$out")/" in
   "$repo"/*) ;;
   *) echo "ci/test.sh: KPCT_TEST_OUT must lie inside $repo (the VM writes results back there)" >&2; exit 2 ;;
 esac
-mkdir -p "$repo/snapshots"
+mkdir -p "$repo/harness/snapshots"
 rm -rf "$out"
 mkdir -p "$out"
 cd "$repo"
@@ -55,9 +55,13 @@ python3 "$repo/ci/list-tests.py" "$out/build.jsonl" > "$out/tests.tsv"
 echo "    $(wc -l < "$out/tests.tsv") test binaries"
 
 # The VM does not inherit this environment: hand over what changes test behaviour.
-for var in CI INSTA_UPDATE INSTA_FORCE_PASS RUST_LOG KPCT_PROBE_TIMEOUT_MS IPVS_GENL_TABLES; do
-  if [ -n "${!var:-}" ]; then printf 'export %s=%q\n' "$var" "${!var}"; fi
-done > "$out/env.sh"
+{
+  for var in CI INSTA_UPDATE INSTA_FORCE_PASS RUST_LOG KPCT_PROBE_TIMEOUT_MS IPVS_GENL_TABLES; do
+    if [ -n "${!var:-}" ]; then printf 'export %s=%q\n' "$var" "${!var}"; fi
+  done
+  # cargo and the cargo-installed tools (cargo-insta) for the tests that run them.
+  printf 'export PATH=%q:"$PATH"\n' "$(dirname "$(command -v cargo)")"
+} > "$out/env.sh"
 
 kpct="${CARGO_TARGET_DIR:-$repo/target}/debug/kpct"
 : > "$out/summary"

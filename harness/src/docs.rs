@@ -1,4 +1,4 @@
-//! The README's scenario table, generated from `scenarios/*.yaml` and `snapshots/`.
+//! The README's scenario table, generated from `scenarios/*.yaml` and `harness/snapshots/`.
 //!
 //! A proxier is listed for a scenario when a golden snapshot exists for the pair: the snapshot
 //! tests require each such pair to run with every declared expectation met.
@@ -27,7 +27,7 @@ pub fn scenario_table(repo: &Path) -> Result<String> {
             .iter()
             .copied()
             .filter(|p| {
-                repo.join("snapshots")
+                repo.join("harness/snapshots")
                     .join(format!("{}@{p}.snap", s.name))
                     .exists()
             })

@@ -84,7 +84,7 @@ enum Command {
         #[arg(long, default_value_t = 50)]
         runs: usize,
     },
-    /// Print the README's scenario table, generated from scenarios/ and snapshots/.
+    /// Print the README's scenario table, generated from scenarios/ and harness/snapshots/.
     ScenarioTable {
         /// Rewrite the table between the markers in this file instead of printing it.
         #[arg(long)]

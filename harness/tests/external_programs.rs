@@ -56,9 +56,19 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
         &["iptables-save", "iptables-legacy-save", "ipset"],
     ),
     ("ipvs/tests/needs_ipvs.rs", "cmd", &[]),
-    // The test binary under test.
+    // The binary under test.
     (
         "harness/tests/reports.rs",
+        "env!(\"CARGO_BIN_EXE_kpct\")",
+        &[],
+    ),
+    (
+        "harness/tests/program.rs",
+        "env!(\"CARGO_BIN_EXE_kpct\")",
+        &[],
+    ),
+    (
+        "harness/tests/scenario_files.rs",
         "env!(\"CARGO_BIN_EXE_kpct\")",
         &[],
     ),
@@ -362,7 +372,7 @@ fn installed_programs() -> BTreeMap<String, String> {
         );
         assert!(
             matches!(cols[0], "suite" | "vm" | "toolchain")
-                && matches!(cols[1], "apt" | "pip" | "rustup"),
+                && matches!(cols[1], "apt" | "pip" | "cargo" | "rustup"),
             "ci/deps.tsv:{}: unknown group or source in {line:?}",
             n + 1
         );

@@ -157,7 +157,7 @@ fn report_of_a_failing_run_shows_expectation_observation_and_kernel_state() {
     // The HTML is well-formed.
     xmllint(&["--noout"], &html, "report.html").unwrap();
     insta::with_settings!({
-        snapshot_path => "../../snapshots",
+        snapshot_path => "../snapshots",
         prepend_module_to_snapshot => false,
         omit_expression => true,
         description => "kpct run --report, nodeport-external-each-node: intact kube-proxy-iptables, and without its MASQUERADE rule",

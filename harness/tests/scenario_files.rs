@@ -105,6 +105,35 @@ fn kpct_validate_reports_every_problem_of_every_file() {
     );
 }
 
+/// The README's review step works as written: a pending snapshot beside the goldens is listed by
+/// `cargo insta pending-snapshots` (which `cargo insta review` walks through).
+#[test]
+fn cargo_insta_lists_a_pending_scenario_snapshot() {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots");
+    assert!(golden
+        .join("clusterip-udp@kube-proxy-iptables.snap")
+        .exists());
+    let name = format!("kpct-review-check-{}@nobody.snap.new", std::process::id());
+    let pending = golden.join(&name);
+    std::fs::write(
+        &pending,
+        "---\nsource: harness/tests/scenarios.rs\ndescription: review check\n---\nnothing\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new("cargo")
+        .args(["insta", "pending-snapshots"])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output();
+    std::fs::remove_file(&pending).unwrap();
+    let out = out.expect("cargo runs (cargo-insta comes from ci/install-deps.sh)");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        listed.contains(&name.replace(".snap.new", "")),
+        "`cargo insta pending-snapshots` did not list {name}: {listed}"
+    );
+}
+
 #[test]
 fn the_soak_scenario_loads() {
     let path =

@@ -1,6 +1,6 @@
 //! Every scenario in `scenarios/` against both reference proxiers, in real namespaces: the
 //! declared expectations must hold, and the observation must match its golden snapshot in
-//! `snapshots/` (`<scenario>@<proxier>.snap`). Dropping a YAML file into `scenarios/` adds a
+//! `harness/snapshots/` (`<scenario>@<proxier>.snap`). Dropping a YAML file into `scenarios/` adds a
 //! case here; see the README for the review flow.
 
 use kpct::caps::{require_ipvs, require_sctp};
@@ -27,7 +27,7 @@ fn run(path: PathBuf, proxier_name: &str) {
         run.violations.join("\n")
     );
     insta::with_settings!({
-        snapshot_path => "../../snapshots",
+        snapshot_path => "../snapshots",
         prepend_module_to_snapshot => false,
         omit_expression => true,
         // Relative, so a golden file does not carry the path of the machine that wrote it.
