@@ -15,6 +15,7 @@ pub mod probe;
 pub mod programming;
 pub mod progress;
 pub mod proxier;
+pub mod record;
 pub mod report;
 pub mod run;
 pub mod scenario;

@@ -73,6 +73,17 @@ enum Command {
         #[arg(long)]
         diff: Option<String>,
     },
+    /// Validate scenario files, run them against the built-ins and write each observation as a
+    /// pending snapshot for `cargo insta review` (nothing when the golden one already says it):
+    /// a new scenario's goldens without the whole suite. Exit 1 if an expectation fails.
+    Record {
+        /// The scenario files.
+        #[arg(required = true)]
+        files: Vec<String>,
+        /// Built-in proxiers to record; repeatable. Default: both.
+        #[arg(long = "proxier")]
+        proxiers: Vec<String>,
+    },
     /// Run one scenario many times and report whether every observation is identical.
     Soak {
         #[arg(long)]
@@ -232,6 +243,7 @@ fn run() -> Result<()> {
             report.as_deref(),
         ),
         Command::Validate { files } => validate_command(&files),
+        Command::Record { files, proxiers } => record_command(&files, &proxiers),
         Command::Program {
             scenario,
             proxier,
@@ -590,6 +602,97 @@ fn emit(text: &str) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
         other => Ok(other?),
     }
+}
+
+fn record_command(patterns: &[String], proxier_names: &[String]) -> Result<()> {
+    let names: Vec<String> = if proxier_names.is_empty() {
+        kpct::proxier::BUILTIN
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    } else {
+        proxier_names.to_vec()
+    };
+    let proxiers = names
+        .iter()
+        .map(|n| {
+            kpct::proxier::builtin(n).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "unknown proxier `{n}` (record takes the built-ins: {})",
+                    kpct::proxier::BUILTIN.join(", ")
+                )
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if names.iter().any(|n| n.contains("ipvs")) {
+        ensure_ipvs("run it through `sudo ci/kpct.sh record …`, which uses a VM whose kernel has it (the snapshots come back into the repository), or pick `--proxier kube-proxy-iptables`")?;
+    }
+    let files = kpct::scenario::files(patterns)?;
+    let mut scenarios = Vec::new();
+    let mut problems = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| anyhow::anyhow!("{}: cannot read scenario file: {e}", file.display()))?;
+        match kpct::scenario::parse(&text, &file.display().to_string()) {
+            Ok(s) => {
+                problems.extend(kpct::scenario::conventions(file, &text, &s));
+                scenarios.push((file, s));
+            }
+            Err(e) => problems.extend(e.problems().iter().cloned()),
+        }
+    }
+    if !problems.is_empty() {
+        for p in &problems {
+            println!("{p}");
+        }
+        anyhow::bail!("{} problem(s): nothing recorded", problems.len());
+    }
+    let rt = tokio::runtime::Runtime::new()?;
+    let repo = std::env::current_dir()?;
+    let mut failed = false;
+    let mut pending = 0;
+    for (file, s) in &scenarios {
+        for p in &proxiers {
+            let run = rt.block_on(kpct::run::run_scenario(
+                s,
+                p.as_ref(),
+                kpct::probe::probe_timeout(),
+            ))?;
+            if !run.violations.is_empty() {
+                failed = true;
+                println!(
+                    "{} × {}: not recorded, expectations failed:",
+                    s.name,
+                    p.name()
+                );
+                for v in &run.violations {
+                    println!("  FAIL {v}");
+                }
+                continue;
+            }
+            match kpct::record::record(&repo, file, &run)? {
+                kpct::record::Recorded::Unchanged(golden) => {
+                    println!(
+                        "{} × {}: unchanged ({})",
+                        s.name,
+                        p.name(),
+                        golden.display()
+                    )
+                }
+                kpct::record::Recorded::Pending(path) => {
+                    pending += 1;
+                    println!("{} × {}: pending {}", s.name, p.name(), path.display())
+                }
+            }
+        }
+    }
+    if pending > 0 {
+        println!("review with `cargo insta review`, then `kpct scenario-table --write README.md`");
+    }
+    if failed {
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 fn validate_command(patterns: &[String]) -> Result<()> {

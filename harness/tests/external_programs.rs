@@ -72,6 +72,11 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
         "env!(\"CARGO_BIN_EXE_kpct\")",
         &[],
     ),
+    (
+        "harness/tests/record.rs",
+        "env!(\"CARGO_BIN_EXE_kpct\")",
+        &[],
+    ),
 ];
 
 /// What `IptablesBackend::save`/`restore` return (the indirect backend calls above).
