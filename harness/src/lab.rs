@@ -99,6 +99,29 @@ fn existing_all(prefix: &str) -> Result<Vec<String>> {
 }
 
 /// How to get into the lab, with the troubleshooting commands of the design notes.
+/// The design notes' troubleshooting commands that fit what `proxier` programs: IPVS mode's
+/// virtual servers, ipsets and kube-ipvs0, or iptables mode's chains.
+pub fn troubleshooting(proxier: &str) -> &'static [&'static str] {
+    if proxier.contains("ipvs") {
+        &[
+            "ipvsadm -Ln",
+            "iptables -t nat -L KUBE-SERVICES -n -v",
+            "iptables -t nat -L KUBE-POSTROUTING -n -v",
+            "ipset list KUBE-CLUSTER-IP",
+            "ip addr show kube-ipvs0",
+            "conntrack -L",
+        ]
+    } else {
+        &[
+            "iptables -t nat -L KUBE-SERVICES -n -v",
+            "iptables -t nat -L KUBE-NODEPORTS -n -v",
+            "iptables -t nat -L KUBE-POSTROUTING -n -v",
+            "iptables -t filter -L KUBE-FORWARD -n -v",
+            "conntrack -L",
+        ]
+    }
+}
+
 pub fn instructions(lab: &Lab) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -111,14 +134,7 @@ pub fn instructions(lab: &Lab) -> String {
     }
     if let Some((_, node)) = lab.namespaces.iter().find(|(r, _)| r.starts_with("node ")) {
         let _ = writeln!(out, "\ntroubleshooting, inside a node:");
-        for cmd in [
-            "ipvsadm -Ln",
-            "iptables -t nat -L KUBE-SERVICES -n -v",
-            "iptables -t nat -L KUBE-POSTROUTING -n -v",
-            "ipset list KUBE-CLUSTER-IP",
-            "ip addr show kube-ipvs0",
-            "conntrack -L",
-        ] {
+        for cmd in troubleshooting(&lab.proxier) {
             let _ = writeln!(out, "  ip netns exec {node} {cmd}");
         }
     }

@@ -65,6 +65,11 @@ async fn up_check_down(proxier: &str, check: &[(&[&str], &str)]) {
         "fabric, node and pod are up"
     );
     assert!(kpct::lab::instructions(&lab).contains("ip netns exec"));
+    // Every troubleshooting command the lab prints works on what this proxier programmed.
+    // (`in_node` asserts that each succeeds.)
+    for cmd in kpct::lab::troubleshooting(proxier) {
+        in_node(&lab, &cmd.split(' ').collect::<Vec<_>>());
+    }
     // The lab outlives its creator's cleanup registry, and `kpct cleanup` leaves it alone.
     assert!(kpct::netns::leftovers(false)
         .unwrap()
