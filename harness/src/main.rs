@@ -373,14 +373,7 @@ fn run_command(
         .collect();
         kpct::output::ensure_writable(&outputs)?;
     }
-    let names: Vec<String> = if proxier_names.is_empty() {
-        kpct::proxier::BUILTIN
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-    } else {
-        proxier_names.to_vec()
-    };
+    let names = or_builtins(proxier_names);
     let proxiers = names
         .iter()
         .map(|n| proxier_from_spec(n))
@@ -594,6 +587,18 @@ fn program_command(
     Ok(())
 }
 
+/// The proxiers named on the command line, or both built-ins when none is.
+fn or_builtins(names: &[String]) -> Vec<String> {
+    if names.is_empty() {
+        kpct::proxier::BUILTIN
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    } else {
+        names.to_vec()
+    }
+}
+
 /// Writes to stdout; a reader that went away (`| head`) ends the command quietly, as with any
 /// Unix filter, instead of a panic.
 fn emit(text: &str) -> Result<()> {
@@ -605,14 +610,7 @@ fn emit(text: &str) -> Result<()> {
 }
 
 fn record_command(patterns: &[String], proxier_names: &[String]) -> Result<()> {
-    let names: Vec<String> = if proxier_names.is_empty() {
-        kpct::proxier::BUILTIN
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-    } else {
-        proxier_names.to_vec()
-    };
+    let names = or_builtins(proxier_names);
     let proxiers = names
         .iter()
         .map(|n| {
@@ -731,14 +729,7 @@ fn bench_command(what: BenchCommand) -> Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     let builtins =
         |names: &[String]| -> Result<Vec<Box<dyn kpct::proxier::Proxier + Send + Sync>>> {
-            let names: Vec<String> = if names.is_empty() {
-                kpct::proxier::BUILTIN
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect()
-            } else {
-                names.to_vec()
-            };
+            let names = or_builtins(names);
             if names.iter().any(|n| n.contains("ipvs")) {
                 ensure_ipvs("run it through `sudo ci/kpct.sh bench …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
             }

@@ -63,17 +63,12 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
         &[],
     ),
     (
-        "harness/tests/program.rs",
+        "harness/tests/common/mod.rs",
         "env!(\"CARGO_BIN_EXE_kpct\")",
         &[],
     ),
     (
         "harness/tests/scenario_files.rs",
-        "env!(\"CARGO_BIN_EXE_kpct\")",
-        &[],
-    ),
-    (
-        "harness/tests/record.rs",
         "env!(\"CARGO_BIN_EXE_kpct\")",
         &[],
     ),

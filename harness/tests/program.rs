@@ -1,16 +1,13 @@
 //! `kpct program` as a user runs it: no root and no kernel state needed.
 
+mod common;
+
 use kpct::programming::text::parse_text;
 use kpct::proxier::{builtin, Proxier};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn kpct(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kpct"))
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .arg("program")
-        .args(args)
-        .output()
-        .expect("kpct runs")
+    common::kpct(&[&["program"], args].concat())
 }
 
 fn stdout(out: &Output) -> String {

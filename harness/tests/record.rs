@@ -1,14 +1,11 @@
 //! `kpct record` as a user runs it (needs root: it runs the scenario).
 
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Output;
 
 fn kpct_record(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kpct"))
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .arg("record")
-        .args(args)
-        .output()
-        .expect("kpct runs")
+    common::kpct(&[&["record"], args].concat())
 }
 
 /// A scenario whose golden already says what it observes records nothing; a new one gets a

@@ -143,3 +143,12 @@ pub fn drop_sctp(p: &mut Programming) -> anyhow::Result<()> {
     anyhow::ensure!(dropped > 0, "nothing SCTP to drop");
     Ok(())
 }
+
+/// The `kpct` binary under test, run from the repository root with `args`.
+pub fn kpct(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_kpct"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .args(args)
+        .output()
+        .expect("kpct runs")
+}
