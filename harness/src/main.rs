@@ -47,6 +47,17 @@ enum Command {
         /// iptables/ipset/IPVS state of the nodes involved.
         #[arg(long)]
         report: Option<std::path::PathBuf>,
+        /// Print the scenarios and their probes (with the proxiers that would run them) and
+        /// exit without running anything.
+        #[arg(long)]
+        list: bool,
+        /// Run only the probes of this name (repeatable); each keeps the source ports it has in
+        /// the full scenario, so its shots are the same.
+        #[arg(long = "probe")]
+        probes: Vec<String>,
+        /// Stop after the first scenario run that fails or errors.
+        #[arg(long)]
+        fail_fast: bool,
     },
     /// Check scenario files without running them: every problem of every file in one pass,
     /// including the library's rules (header comment, description, name = file name, the
@@ -235,12 +246,22 @@ fn run() -> Result<()> {
             observations,
             junit,
             report,
+            list,
+            probes,
+            fail_fast,
         } => run_command(
             &proxiers,
             &scenarios,
-            observations.as_deref(),
-            junit.as_deref(),
-            report.as_deref(),
+            Outputs {
+                observations: observations.as_deref(),
+                junit: junit.as_deref(),
+                report: report.as_deref(),
+            },
+            &Selection {
+                list,
+                probes,
+                fail_fast,
+            },
         ),
         Command::Validate { files } => validate_command(&files),
         Command::Record { files, proxiers } => record_command(&files, &proxiers),
@@ -333,13 +354,48 @@ fn caps_command(require: &[String], quiet: bool) -> Result<()> {
     Ok(())
 }
 
+/// Where `kpct run` writes besides the table.
+struct Outputs<'a> {
+    observations: Option<&'a std::path::Path>,
+    junit: Option<&'a std::path::Path>,
+    report: Option<&'a std::path::Path>,
+}
+
+/// Which part of `kpct run`'s work is done.
+struct Selection {
+    list: bool,
+    probes: Vec<String>,
+    fail_fast: bool,
+}
+
+/// Keeps only the probes named `wanted`, each with the source port it has in the whole file.
+/// `None` when the scenario has none of them.
+fn only_probes(
+    mut s: kpct::scenario::Scenario,
+    wanted: &[String],
+) -> Option<kpct::scenario::Scenario> {
+    if wanted.is_empty() {
+        return Some(s);
+    }
+    for (index, probe) in s.probes.iter_mut().enumerate() {
+        let first = probe.first_source_port(index);
+        probe.source_port = u16::try_from(first).ok();
+    }
+    s.probes.retain(|p| wanted.contains(&p.name));
+    (!s.probes.is_empty()).then_some(s)
+}
+
 fn run_command(
     proxier_names: &[String],
     patterns: &[String],
-    observations: Option<&std::path::Path>,
-    junit: Option<&std::path::Path>,
-    report: Option<&std::path::Path>,
+    outputs: Outputs<'_>,
+    selection: &Selection,
 ) -> Result<()> {
+    let Outputs {
+        observations,
+        junit,
+        report,
+    } = outputs;
     // Before anything runs: an unknown report format and an output that cannot be written are
     // usage errors.
     let report = report
@@ -378,7 +434,8 @@ fn run_command(
         .iter()
         .map(|n| proxier_from_spec(n))
         .collect::<Result<Vec<_>>>()?;
-    if names.iter().any(|n| n.contains("ipvs")) {
+    // Listing runs nothing, so it needs no IP_VS.
+    if names.iter().any(|n| n.contains("ipvs")) && !selection.list {
         ensure_ipvs("run it through `sudo ci/kpct.sh run …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
     }
     let files = kpct::scenario::files(patterns)?;
@@ -396,6 +453,25 @@ fn run_command(
     if !invalid.is_empty() {
         anyhow::bail!("{}", invalid.join("\n"));
     }
+    let scenarios: Vec<kpct::scenario::Scenario> = scenarios
+        .into_iter()
+        .filter_map(|s| only_probes(s, &selection.probes))
+        .collect();
+    if let Some(missing) = selection.probes.iter().find(|name| {
+        !scenarios
+            .iter()
+            .any(|s| s.probes.iter().any(|p| &&p.name == name))
+    }) {
+        anyhow::bail!("no probe named `{missing}` in the scenarios given");
+    }
+    if selection.list {
+        for s in &scenarios {
+            for p in &s.probes {
+                println!("{}\t{}\t{}", s.name, p.name, labels.join(","));
+            }
+        }
+        return Ok(());
+    }
     if let Some(dir) = observations {
         std::fs::create_dir_all(dir)?;
     }
@@ -405,7 +481,7 @@ fn run_command(
     let mut runs = Vec::new();
     let mut errors = Vec::new();
     let mut progress = kpct::progress::Progress::stderr(total);
-    for scenario in &scenarios {
+    'scenarios: for scenario in &scenarios {
         for proxier in &proxiers {
             progress.start(&scenario.name, &proxier.label());
             match rt.block_on(kpct::run::run_scenario(scenario, proxier.as_ref(), timeout)) {
@@ -427,6 +503,10 @@ fn run_command(
                     progress.finish(&kpct::progress::Outcome::Error(message.clone()));
                     errors.push((scenario.name.clone(), proxier.label(), message));
                 }
+            }
+            let failed = !errors.is_empty() || runs.iter().any(|r| !r.violations.is_empty());
+            if selection.fail_fast && failed {
+                break 'scenarios;
             }
         }
     }

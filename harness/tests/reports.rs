@@ -412,3 +412,52 @@ fn a_failing_exec_proxier_is_reported_as_an_errored_run() {
          status: 1) and wrote nothing on stderr\n"
     );
 }
+
+/// `--list` runs nothing; `--probe` runs one probe with the ports it has in the whole file;
+/// `--fail-fast` stops at the first failed or errored run.
+#[test]
+fn run_selects_lists_and_stops_early() {
+    let list = run_udp_scenario_with(&["--list"]);
+    assert!(list.status.success(), "{list:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&list.stdout),
+        "clusterip-udp\tpod-to-udp-clusterip-cross-node\tkube-proxy-ipvs,kube-proxy-iptables\n\
+         clusterip-udp\tpod-to-udp-clusterip-same-node\tkube-proxy-ipvs,kube-proxy-iptables\n"
+    );
+
+    let dir = std::env::temp_dir().join(format!("kpct-select-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let one = run_udp_scenario_with(&[
+        "--proxier",
+        "kube-proxy-iptables",
+        "--probe",
+        "pod-to-udp-clusterip-same-node",
+        "--observations",
+        dir.to_str().unwrap(),
+    ]);
+    let observed =
+        std::fs::read_to_string(dir.join("clusterip-udp@kube-proxy-iptables.yaml")).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(one.status.success(), "{one:?}");
+    assert!(
+        String::from_utf8_lossy(&one.stdout).contains("1 probe(s), 1 passed, 0 failed"),
+        "{one:?}"
+    );
+    // The second probe of the file keeps its source port 21000 (20000 + 1000 × its index).
+    assert!(observed.contains(":21000)"), "{observed}");
+    assert!(!observed.contains("cross-node"), "{observed}");
+
+    let stopped = run_udp_scenario_with(&[
+        "--proxier",
+        "exec:false",
+        "--proxier",
+        "kube-proxy-iptables",
+        "--fail-fast",
+    ]);
+    assert_eq!(stopped.status.code(), Some(1), "{stopped:?}");
+    let out = String::from_utf8_lossy(&stopped.stdout);
+    assert!(
+        out.starts_with("no probe ran\n0 probe(s), 0 passed, 0 failed; 1 scenario run(s) errored"),
+        "{out}"
+    );
+}
