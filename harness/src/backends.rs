@@ -6,6 +6,7 @@
 //! `netexec /clientip`: with the client address they saw, so an application-level check can tell
 //! masquerade from source preservation.
 
+use crate::netns::Netns;
 use crate::scenario::Protocol;
 use crate::topology::Topology;
 use anyhow::{Context, Result};
@@ -60,14 +61,8 @@ impl Backends {
                 );
                 match port.protocol {
                     Protocol::Tcp => {
-                        let listener = ns
-                            .run(|| -> std::io::Result<std::net::TcpListener> {
-                                let l = std::net::TcpListener::bind(addr)?;
-                                l.set_nonblocking(true)?;
-                                Ok(l)
-                            })?
-                            .with_context(|| format!("listening on {what}"))?;
-                        let listener = tokio::net::TcpListener::from_std(listener)?;
+                        let listener =
+                            tcp_listen(ns, addr).with_context(|| format!("listening on {what}"))?;
                         tasks.push(tokio::spawn(serve_tcp(listener, pod.name.clone())));
                     }
                     Protocol::Udp => {
@@ -103,20 +98,12 @@ impl Backends {
         for node in topo.nodes() {
             for &port in ports {
                 let addr = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
-                let listener = node
-                    .netns
-                    .run(|| -> std::io::Result<std::net::TcpListener> {
-                        let l = std::net::TcpListener::bind(addr)?;
-                        l.set_nonblocking(true)?;
-                        Ok(l)
-                    })?
-                    .with_context(|| {
-                        format!(
-                            "listening on healthCheckNodePort {port} of node {}",
-                            node.name
-                        )
-                    })?;
-                let listener = tokio::net::TcpListener::from_std(listener)?;
+                let listener = tcp_listen(&node.netns, addr).with_context(|| {
+                    format!(
+                        "listening on healthCheckNodePort {port} of node {}",
+                        node.name
+                    )
+                })?;
                 self.tasks.push(tokio::spawn(serve_tcp(
                     listener,
                     format!("health-check@{}", node.name),
@@ -127,10 +114,19 @@ impl Backends {
     }
 }
 
-/// A listening one-to-one SCTP socket (std has none). Fails with the reason when the kernel
-/// has no SCTP, which the host of this suite does not (the VM's kernel does).
-fn sctp_listen(addr: SocketAddrV4) -> std::io::Result<OwnedFd> {
-    use nix::sys::socket::{bind, listen, Backlog, SockaddrIn};
+/// A non-blocking TCP listener on `addr` inside `ns`, handed to tokio.
+fn tcp_listen(ns: &Netns, addr: SocketAddrV4) -> Result<tokio::net::TcpListener> {
+    let listener = ns.run(|| -> std::io::Result<std::net::TcpListener> {
+        let l = std::net::TcpListener::bind(addr)?;
+        l.set_nonblocking(true)?;
+        Ok(l)
+    })??;
+    Ok(tokio::net::TcpListener::from_std(listener)?)
+}
+
+/// A one-to-one SCTP socket (std has none), in the calling thread's namespace. Fails
+/// (EPROTONOSUPPORT) when the kernel has no SCTP, as this suite's host has not (the VM's has).
+pub(crate) fn sctp_socket() -> std::io::Result<OwnedFd> {
     // SAFETY: socket(2) with constant arguments; the result is checked before it is owned.
     let raw = unsafe {
         libc::socket(
@@ -140,13 +136,20 @@ fn sctp_listen(addr: SocketAddrV4) -> std::io::Result<OwnedFd> {
         )
     };
     if raw < 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(std::io::Error::other(format!(
-            "this kernel has no SCTP (CONFIG_IP_SCTP, module sctp): socket(IPPROTO_SCTP): {e}"
-        )));
+        return Err(std::io::Error::last_os_error());
     }
     // SAFETY: `raw` is a fresh descriptor nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// A listening SCTP socket: the kernel answers INITs on it by itself.
+fn sctp_listen(addr: SocketAddrV4) -> std::io::Result<OwnedFd> {
+    use nix::sys::socket::{bind, listen, Backlog, SockaddrIn};
+    let fd = sctp_socket().map_err(|e| {
+        std::io::Error::other(format!(
+            "this kernel has no SCTP (CONFIG_IP_SCTP, module sctp): socket(IPPROTO_SCTP): {e}"
+        ))
+    })?;
     bind(fd.as_raw_fd(), &SockaddrIn::from(addr))?;
     listen(&fd, Backlog::new(16).map_err(std::io::Error::other)?)?;
     Ok(fd)

@@ -165,16 +165,7 @@ fn br_netfilter(ns: &Netns) -> Result<Cap> {
 
 /// SCTP probes need the protocol in the kernel: an SCTP socket can be made.
 fn sctp(ns: &Netns) -> Result<Cap> {
-    let made = ns.run(|| {
-        // SAFETY: socket(2) with constant arguments; a descriptor made is closed at once.
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_SCTP) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just made here and is closed once.
-        unsafe { libc::close(fd) };
-        Ok(())
-    })?;
+    let made = ns.run(|| crate::backends::sctp_socket().map(drop))?;
     Ok(match made {
         Ok(()) => Cap::Yes,
         Err(e) => Cap::No(format!(

@@ -206,8 +206,8 @@ pub fn involved_nodes(topo: &Topology, plan: &ProbePlan) -> Vec<(String, &'stati
         }
     }
     for n in topo.nodes() {
-        let owns = n.ip == plan.dst || n.secondary_ips.contains(&plan.dst);
-        if owns && !out.iter().any(|(name, _)| *name == n.name) {
+        if n.underlay_ips().any(|ip| ip == plan.dst) && !out.iter().any(|(name, _)| *name == n.name)
+        {
             out.push((n.name.clone(), "owns the destination address"));
         }
     }

@@ -504,8 +504,10 @@ fn run_command(
                     errors.push((scenario.name.clone(), proxier.label(), message));
                 }
             }
-            let failed = !errors.is_empty() || runs.iter().any(|r| !r.violations.is_empty());
-            if selection.fail_fast && failed {
+            // Every earlier run passed (or fail-fast would have stopped): look at this one.
+            if selection.fail_fast
+                && (!errors.is_empty() || runs.last().is_some_and(|r| !r.violations.is_empty()))
+            {
                 break 'scenarios;
             }
         }
@@ -587,10 +589,12 @@ fn lab_command(action: LabCommand) -> Result<()> {
     }
 }
 
-/// What `spec` programs on `node` of `s`: a built-in computes it, a replay reads its capture.
+/// What `spec` programs on `node` of `s` (whose cluster state is `cluster`): a built-in
+/// computes it, a replay reads its capture.
 fn programming_of(
     spec: &str,
     s: &kpct::scenario::Scenario,
+    cluster: &kpct::cluster::ClusterState,
     node: &str,
 ) -> Result<kpct::programming::Programming> {
     if spec.starts_with("replay:") {
@@ -611,7 +615,7 @@ fn programming_of(
     })?;
     let ctx = kpct::scenario::node_context(s, node)
         .ok_or_else(|| anyhow::anyhow!("no node `{node}` in scenario {}", s.name))?;
-    p.program(&kpct::scenario::cluster_state(s), &ctx)
+    p.program(cluster, &ctx)
 }
 
 fn program_command(
@@ -636,9 +640,10 @@ fn program_command(
         ),
         None => s.topology.nodes.iter().map(|x| x.name.clone()).collect(),
     };
+    let cluster = kpct::scenario::cluster_state(&s);
     let render = |spec: &str, node: &str| -> Result<String> {
         Ok(kpct::programming::view::render(
-            &programming_of(spec, &s, node)?,
+            &programming_of(spec, &s, &cluster, node)?,
             view,
         ))
     };
@@ -689,36 +694,68 @@ fn emit(text: &str) -> Result<()> {
     }
 }
 
-fn record_command(patterns: &[String], proxier_names: &[String]) -> Result<()> {
-    let names = or_builtins(proxier_names);
-    let proxiers = names
+/// Built-in proxiers by name (both when none is named), refusing IPVS up front on a kernel
+/// without it; `command` names the subcommand in messages, `way_out` says what to do instead.
+fn builtins(
+    names: &[String],
+    command: &str,
+    way_out: &str,
+) -> Result<Vec<Box<dyn kpct::proxier::Proxier + Send + Sync>>> {
+    let names = or_builtins(names);
+    if names.iter().any(|n| n.contains("ipvs")) {
+        ensure_ipvs(way_out)?;
+    }
+    names
         .iter()
         .map(|n| {
             kpct::proxier::builtin(n).ok_or_else(|| {
                 anyhow::anyhow!(
-                    "unknown proxier `{n}` (record takes the built-ins: {})",
+                    "unknown proxier `{n}` ({command} takes the built-ins: {})",
                     kpct::proxier::BUILTIN.join(", ")
                 )
             })
         })
-        .collect::<Result<Vec<_>>>()?;
-    if names.iter().any(|n| n.contains("ipvs")) {
-        ensure_ipvs("run it through `sudo ci/kpct.sh record …`, which uses a VM whose kernel has it (the snapshots come back into the repository), or pick `--proxier kube-proxy-iptables`")?;
-    }
-    let files = kpct::scenario::files(patterns)?;
+        .collect()
+}
+
+/// Scenario files checked as `kpct validate` checks them.
+struct Checked {
+    /// The files that parse, with their scenarios.
+    scenarios: Vec<(std::path::PathBuf, kpct::scenario::Scenario)>,
+    /// Every problem of every file: the format's, then the library's rules.
+    problems: Vec<kpct::scenario::Problem>,
+}
+
+fn checked_scenarios(files: &[std::path::PathBuf]) -> Result<Checked> {
     let mut scenarios = Vec::new();
     let mut problems = Vec::new();
-    for file in &files {
+    for file in files {
         let text = std::fs::read_to_string(file)
             .map_err(|e| anyhow::anyhow!("{}: cannot read scenario file: {e}", file.display()))?;
         match kpct::scenario::parse(&text, &file.display().to_string()) {
             Ok(s) => {
                 problems.extend(kpct::scenario::conventions(file, &text, &s));
-                scenarios.push((file, s));
+                scenarios.push((file.clone(), s));
             }
             Err(e) => problems.extend(e.problems().iter().cloned()),
         }
     }
+    Ok(Checked {
+        scenarios,
+        problems,
+    })
+}
+
+fn record_command(patterns: &[String], proxier_names: &[String]) -> Result<()> {
+    let proxiers = builtins(
+        proxier_names,
+        "record",
+        "run it through `sudo ci/kpct.sh record …`, which uses a VM whose kernel has it (the snapshots come back into the repository), or pick `--proxier kube-proxy-iptables`",
+    )?;
+    let Checked {
+        scenarios,
+        problems,
+    } = checked_scenarios(&kpct::scenario::files(patterns)?)?;
     if !problems.is_empty() {
         for p in &problems {
             println!("{p}");
@@ -780,15 +817,7 @@ fn validate_command(patterns: &[String]) -> Result<()> {
         patterns.to_vec()
     };
     let files = kpct::scenario::files(&patterns)?;
-    let mut problems = Vec::new();
-    for file in &files {
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| anyhow::anyhow!("{}: cannot read scenario file: {e}", file.display()))?;
-        match kpct::scenario::parse(&text, &file.display().to_string()) {
-            Ok(s) => problems.extend(kpct::scenario::conventions(file, &text, &s)),
-            Err(e) => problems.extend(e.problems().iter().cloned()),
-        }
-    }
+    let problems = checked_scenarios(&files)?.problems;
     for p in &problems {
         println!("{p}");
     }
@@ -807,24 +836,13 @@ fn validate_command(patterns: &[String]) -> Result<()> {
 
 fn bench_command(what: BenchCommand) -> Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
-    let builtins =
-        |names: &[String]| -> Result<Vec<Box<dyn kpct::proxier::Proxier + Send + Sync>>> {
-            let names = or_builtins(names);
-            if names.iter().any(|n| n.contains("ipvs")) {
-                ensure_ipvs("run it through `sudo ci/kpct.sh bench …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
-            }
-            names
-                .iter()
-                .map(|n| {
-                    kpct::proxier::builtin(n).ok_or_else(|| {
-                        anyhow::anyhow!(
-                            "unknown proxier `{n}` (bench takes the built-ins: {})",
-                            kpct::proxier::BUILTIN.join(", ")
-                        )
-                    })
-                })
-                .collect()
-        };
+    let builtins = |names: &[String]| {
+        builtins(
+            names,
+            "bench",
+            "run it through `sudo ci/kpct.sh bench …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`",
+        )
+    };
     let suite_options = |patterns: Vec<String>, rounds: usize| kpct::bench::SuiteOptions {
         patterns: if patterns.is_empty() {
             vec!["scenarios/*.yaml".into()]

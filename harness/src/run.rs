@@ -65,7 +65,7 @@ impl ScenarioObservation {
 pub fn node_addresses(topo: &Topology) -> Vec<NodeAddress> {
     let mut out = Vec::new();
     for node in topo.nodes() {
-        for &ip in std::iter::once(&node.ip).chain(&node.secondary_ips) {
+        for ip in node.underlay_ips() {
             out.push(NodeAddress {
                 ip,
                 label: format!("{} {UNDERLAY_IF}", node.name),
@@ -114,11 +114,7 @@ fn candidate_backends(cluster: &ClusterState, scenario: &Scenario, probe: &Probe
                 })
         }
         (None, Some(ip), Some(dport)) => {
-            let node_ip = scenario
-                .topology
-                .nodes
-                .iter()
-                .any(|n| n.ip == ip || n.secondary_ips.contains(&ip));
+            let node_ip = scenario.topology.nodes.iter().any(|n| n.owns(ip));
             cluster.service_ports.iter().find(|sp| {
                 sp.protocol == probe.protocol
                     && ((sp.port == dport

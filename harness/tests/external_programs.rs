@@ -58,17 +58,7 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
     ("ipvs/tests/needs_ipvs.rs", "cmd", &[]),
     // The binary under test.
     (
-        "harness/tests/reports.rs",
-        "env!(\"CARGO_BIN_EXE_kpct\")",
-        &[],
-    ),
-    (
         "harness/tests/common/mod.rs",
-        "env!(\"CARGO_BIN_EXE_kpct\")",
-        &[],
-    ),
-    (
-        "harness/tests/scenario_files.rs",
         "env!(\"CARGO_BIN_EXE_kpct\")",
         &[],
     ),

@@ -389,12 +389,7 @@ fn unwritable_outputs_fail_before_anything_runs() {
 
 /// `kpct run` of one small scenario with `args` (the proxier, output flags).
 fn run_udp_scenario_with(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_kpct"))
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .args(["run", "--scenario", "scenarios/clusterip-udp.yaml"])
-        .args(args)
-        .output()
-        .expect("kpct runs")
+    common::kpct(&[&["run", "--scenario", "scenarios/clusterip-udp.yaml"], args].concat())
 }
 
 /// A proxier that fails leaves no empty table: the summary counts the errored run, and the

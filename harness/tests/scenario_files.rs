@@ -1,6 +1,8 @@
 //! Scenario files: every file shipped in `scenarios/` loads, validates and resolves; every
 //! malformed fixture in `tests/fixtures/bad/` fails with exactly the message an operator sees.
 
+mod common;
+
 use kpct::scenario::{self, ScenarioError};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -55,14 +57,7 @@ fn every_scenario_file_keeps_the_library_rules() {
 /// give every problem at once, with exit status 1.
 #[test]
 fn kpct_validate_reports_every_problem_of_every_file() {
-    let kpct = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_kpct"))
-            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-            .arg("validate")
-            .args(args)
-            .output()
-            .expect("kpct runs")
-    };
+    let kpct = |args: &[&str]| common::kpct(&[&["validate"], args].concat());
     let library = kpct(&[]);
     assert!(library.status.success(), "{library:?}");
     assert_eq!(

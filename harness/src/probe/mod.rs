@@ -120,7 +120,7 @@ fn destination(
                 .topology
                 .nodes
                 .iter()
-                .find(|n| n.ip == ip || n.secondary_ips.contains(&ip))
+                .find(|n| n.owns(ip))
                 .map(|n| n.name.clone())
         });
         return Ok((probe.protocol, ip, dport, node));
@@ -236,7 +236,7 @@ fn source(
             .topology
             .nodes
             .iter()
-            .find(|n| n.ip == dst || n.secondary_ips.contains(&dst))
+            .find(|n| n.owns(dst))
             .map(|n| n.name.as_str())
             .or(via_node)
             .ok_or_else(|| {

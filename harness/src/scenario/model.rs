@@ -231,6 +231,13 @@ pub struct Node {
     pub existing_ipvs: String,
 }
 
+impl Node {
+    /// Whether `ip` is one of the node's underlay addresses (`ip` or a secondary one).
+    pub fn owns(&self, ip: Ipv4Addr) -> bool {
+        self.ip == ip || self.secondary_ips.contains(&ip)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Pod {

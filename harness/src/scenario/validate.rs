@@ -492,13 +492,7 @@ impl<'a> Checker<'a> {
                 ),
             );
         }
-        if let Some(node) = self
-            .s
-            .topology
-            .nodes
-            .iter()
-            .find(|n| n.ip == ext.ip || n.secondary_ips.contains(&ext.ip))
-        {
+        if let Some(node) = self.s.topology.nodes.iter().find(|n| n.owns(ext.ip)) {
             self.err(
                 path,
                 format!(

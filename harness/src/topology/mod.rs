@@ -37,6 +37,11 @@ pub struct NodeNs {
 }
 
 impl NodeNs {
+    /// The node's eth0 addresses: its IP, then the secondary ones.
+    pub fn underlay_ips(&self) -> impl Iterator<Item = Ipv4Addr> + '_ {
+        std::iter::once(self.ip).chain(self.secondary_ips.iter().copied())
+    }
+
     /// The flannel.1 address: the pod CIDR's network address, as flannel assigns it.
     pub fn vtep_ip(&self) -> Ipv4Addr {
         self.pod_cidr.network()
@@ -340,9 +345,8 @@ async fn build_node(
     }
     let nl = NetlinkNs::open(&node.netns)?;
     nl.set_up("lo").await?;
-    nl.add_address(UNDERLAY_IF, node.ip, underlay.prefix_len)
-        .await?;
-    for &ip in &node.secondary_ips {
+    // In this order, so the kernel keeps `ip` primary.
+    for ip in node.underlay_ips() {
         nl.add_address(UNDERLAY_IF, ip, underlay.prefix_len).await?;
     }
     nl.set_up(UNDERLAY_IF).await?;
