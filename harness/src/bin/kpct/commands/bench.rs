@@ -1,0 +1,164 @@
+//! `kpct bench`: benchmark numbers, printed with the machine, never asserted.
+
+use crate::proxiers;
+use anyhow::Result;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(clap::Subcommand)]
+enum What {
+    /// Setup and teardown cost of nodes and pods (namespaces, veths, bridge, VXLAN).
+    Topology {
+        #[arg(long, default_value_t = 3)]
+        nodes: u8,
+        #[arg(long, default_value_t = 10)]
+        pods_per_node: u8,
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+    },
+    /// N services × E endpoints per proxier and size: time to compute and apply the
+    /// programming, what each node holds, and pod -> ClusterIP connect latency.
+    Scale {
+        /// Built-in proxier; repeatable. Default: both.
+        #[arg(long = "proxier")]
+        proxiers: Vec<String>,
+        #[command(flatten)]
+        scale: ScaleArgs,
+    },
+    /// Every scenario against each built-in proxier: total and per-scenario min/median/max.
+    Suite {
+        /// Built-in proxier; repeatable. Default: both.
+        #[arg(long = "proxier")]
+        proxiers: Vec<String>,
+        /// Scenario files or globs; repeatable. Default: scenarios/*.yaml.
+        #[arg(long = "scenario")]
+        scenarios: Vec<String>,
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
+    },
+    /// topology (3 nodes x 10 pods, 2 rounds), suite and scale, in one run.
+    All {
+        /// Built-in proxier; repeatable. Default: both.
+        #[arg(long = "proxier")]
+        proxiers: Vec<String>,
+        #[command(flatten)]
+        scale: ScaleArgs,
+    },
+}
+
+#[derive(clap::Args)]
+struct ScaleArgs {
+    /// Service counts, comma-separated; one fresh cluster each.
+    #[arg(long, value_delimiter = ',', default_values_t = [10, 100, 1000])]
+    services: Vec<usize>,
+    /// Endpoints per service.
+    #[arg(long, default_value_t = 10)]
+    endpoints: usize,
+    #[arg(long, default_value_t = 3)]
+    nodes: u8,
+    /// Backend pods per node (endpoints are spread over them).
+    #[arg(long, default_value_t = 10)]
+    pods_per_node: u8,
+    /// Connections timed per probed service (the first, middle and last).
+    #[arg(long, default_value_t = 30)]
+    probes: usize,
+}
+
+impl ScaleArgs {
+    fn options(&self) -> kpct::bench::ScaleOptions {
+        kpct::bench::ScaleOptions {
+            services: self.services.clone(),
+            endpoints: self.endpoints,
+            nodes: self.nodes,
+            pods_per_node: self.pods_per_node,
+            probes: self.probes,
+            probe_timeout: kpct::probe::probe_timeout(),
+        }
+    }
+}
+
+pub fn run(Args { what }: Args) -> Result<()> {
+    let rt = tokio::runtime::Runtime::new()?;
+    let builtins = |names: &[String]| {
+        proxiers::builtins(
+            names,
+            "bench",
+            "run it through `sudo ci/kpct.sh bench …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`",
+        )
+    };
+    let suite_options = |patterns: &[String], rounds: usize| kpct::bench::SuiteOptions {
+        patterns: super::or_library(patterns),
+        rounds,
+        probe_timeout: kpct::probe::probe_timeout(),
+    };
+    match what {
+        What::Topology {
+            nodes,
+            pods_per_node,
+            rounds,
+        } => print!(
+            "{}",
+            rt.block_on(kpct::bench::topology(nodes, pods_per_node, rounds))?
+        ),
+        What::Scale { proxiers, scale } => {
+            let proxiers = builtins(&proxiers)?;
+            print!(
+                "{}",
+                rt.block_on(kpct::bench::scale(&proxiers, &scale.options()))?
+            );
+        }
+        What::Suite {
+            proxiers,
+            scenarios,
+            rounds,
+        } => {
+            let proxiers = builtins(&proxiers)?;
+            print!(
+                "{}",
+                rt.block_on(kpct::bench::suite(
+                    &proxiers,
+                    &suite_options(&scenarios, rounds)
+                ))?
+            );
+        }
+        What::All { proxiers, scale } => {
+            let proxiers = builtins(&proxiers)?;
+            let started = std::time::Instant::now();
+            println!(
+                "kpct bench all on kernel {}, {} CPUs, load average {}\n",
+                kpct::caps::detect()?.kernel,
+                std::thread::available_parallelism().map_or(0, |n| n.get()),
+                std::fs::read_to_string("/proc/loadavg")
+                    .unwrap_or_default()
+                    .trim()
+            );
+            let section = |name: &str, t: std::time::Instant| {
+                println!("({name}: {:.1} s)\n", t.elapsed().as_secs_f64());
+            };
+            let t = std::time::Instant::now();
+            println!("{}", rt.block_on(kpct::bench::topology(3, 10, 2))?);
+            section("topology", t);
+            let t = std::time::Instant::now();
+            println!(
+                "{}",
+                rt.block_on(kpct::bench::suite(&proxiers, &suite_options(&[], 1)))?
+            );
+            section("suite", t);
+            let t = std::time::Instant::now();
+            println!(
+                "{}",
+                rt.block_on(kpct::bench::scale(&proxiers, &scale.options()))?
+            );
+            section("scale", t);
+            println!(
+                "bench all: {:.1} s in total",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,65 @@
+//! `kpct lab`: a scenario's nodes left up for debugging by hand.
+
+use crate::proxiers;
+use anyhow::Result;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(clap::Subcommand)]
+enum Action {
+    /// Build and program the lab of a scenario file; prints how to get in.
+    Up {
+        scenario: std::path::PathBuf,
+        /// A built-in proxier. Default: kube-proxy-ipvs where the kernel has IP_VS, else
+        /// kube-proxy-iptables (and a note saying so).
+        #[arg(long)]
+        proxier: Option<String>,
+    },
+    /// Remove the lab of a scenario (by scenario name or file).
+    Down { scenario: String },
+    /// List the labs that are up.
+    List,
+}
+
+pub fn run(Args { action }: Args) -> Result<()> {
+    match action {
+        Action::Up { scenario, proxier } => {
+            let proxier = proxiers::chosen(proxier)?;
+            let s = super::load(&scenario)?;
+            let p = proxiers::builtin(
+                &proxier,
+                "use the Vagrant lab (vagrant/), or `--proxier kube-proxy-iptables`",
+            )?;
+            let rt = tokio::runtime::Runtime::new()?;
+            let lab = rt.block_on(kpct::lab::up(&s, p.as_ref()))?;
+            print!("{}", kpct::lab::instructions(&lab));
+            Ok(())
+        }
+        Action::Down { scenario } => {
+            let name = std::path::Path::new(&scenario)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or(scenario);
+            let removed = kpct::lab::down(&name)?;
+            if removed.is_empty() {
+                anyhow::bail!("no lab named {name} is up (`kpct lab list`)");
+            }
+            println!("removed {} namespace(s) of lab {name}", removed.len());
+            Ok(())
+        }
+        Action::List => {
+            let labs = kpct::lab::list()?;
+            if labs.is_empty() {
+                println!("no labs are up");
+            }
+            for lab in labs {
+                println!("{lab}");
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! The subcommands, one module each: its clap arguments (`Args`) and its `run`.
+
+pub mod bench;
+pub mod caps;
+pub mod cleanup;
+pub mod lab;
+pub mod program;
+pub mod record;
+pub mod run;
+pub mod scenario_table;
+pub mod soak;
+pub mod trace;
+pub mod validate;
+
+/// Loads one scenario file, its problems as the error.
+pub fn load(path: &std::path::Path) -> anyhow::Result<kpct::scenario::Scenario> {
+    kpct::scenario::load(path).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The given patterns, or the library when there are none.
+pub fn or_library(patterns: &[String]) -> Vec<String> {
+    if patterns.is_empty() {
+        vec!["scenarios/*.yaml".to_string()]
+    } else {
+        patterns.to_vec()
+    }
+}

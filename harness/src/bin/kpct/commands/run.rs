@@ -1,0 +1,209 @@
+//! `kpct run`: scenarios × proxiers, the result table, and the files CI reads.
+
+use crate::proxiers;
+use anyhow::Result;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A built-in proxier (kube-proxy-ipvs, kube-proxy-iptables), `exec:COMMAND [ARGS]` or
+    /// `replay:DIR`; repeatable. Default: both built-ins.
+    #[arg(long = "proxier")]
+    proxiers: Vec<String>,
+    /// Scenario files or globs; repeatable. Default: scenarios/*.yaml.
+    #[arg(long = "scenario")]
+    scenarios: Vec<String>,
+    /// Write each observation document (YAML) into this directory.
+    #[arg(long)]
+    observations: Option<PathBuf>,
+    /// Write JUnit XML (one testcase per probe) to this file.
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Write a report to this file: Markdown (`.md`) or HTML (`.html`), by extension. It
+    /// shows every failing probe with its expectations, observation and the relevant
+    /// iptables/ipset/IPVS state of the nodes involved.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Print the scenarios and their probes (with the proxiers that would run them) and
+    /// exit without running anything.
+    #[arg(long)]
+    list: bool,
+    /// Run only the probes of this name (repeatable); each keeps the source ports it has in
+    /// the full scenario, so its shots are the same.
+    #[arg(long = "probe")]
+    probes: Vec<String>,
+    /// Stop after the first scenario run that fails or errors.
+    #[arg(long)]
+    fail_fast: bool,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    // Before anything runs: an unknown report format and an output that cannot be written are
+    // usage errors.
+    let report = args
+        .report
+        .as_deref()
+        .map(|path| {
+            kpct::report::document::Format::from_path(path)
+                .map(|format| (path, format))
+                .map_err(anyhow::Error::msg)
+        })
+        .transpose()?;
+    ensure_writable(&args)?;
+    let names = proxiers::or_builtins(&args.proxiers);
+    let proxiers = names
+        .iter()
+        .map(|n| proxiers::from_spec(n))
+        .collect::<Result<Vec<_>>>()?;
+    // Listing runs nothing, so it needs no IP_VS.
+    if names.iter().any(|n| n.contains("ipvs")) && !args.list {
+        proxiers::ensure_ipvs("run it through `sudo ci/kpct.sh run …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
+    }
+    let labels: Vec<String> = proxiers.iter().map(|p| p.label()).collect();
+    let scenarios = selected(
+        &kpct::scenario::files(&super::or_library(&args.scenarios))?,
+        &labels,
+        &args.probes,
+    )?;
+    if args.list {
+        for s in &scenarios {
+            for p in &s.probes {
+                println!("{}\t{}\t{}", s.name, p.name, labels.join(","));
+            }
+        }
+        return Ok(());
+    }
+    if let Some(dir) = &args.observations {
+        std::fs::create_dir_all(dir)?;
+    }
+    let total = scenarios.len() * proxiers.len();
+    let rt = tokio::runtime::Runtime::new()?;
+    let timeout = kpct::probe::probe_timeout();
+    let mut runs = Vec::new();
+    let mut errors = Vec::new();
+    let mut progress = kpct::progress::Progress::stderr(total);
+    'scenarios: for scenario in &scenarios {
+        for proxier in &proxiers {
+            progress.start(&scenario.name, &proxier.label());
+            match rt.block_on(kpct::run::run_scenario(scenario, proxier.as_ref(), timeout)) {
+                Ok(run) => {
+                    progress.finish(&if run.violations.is_empty() {
+                        kpct::progress::Outcome::Ok
+                    } else {
+                        kpct::progress::Outcome::Fail
+                    });
+                    if let Some(dir) = &args.observations {
+                        let label = proxier.label().replace(['/', ' ', ':'], "_");
+                        let path = dir.join(format!("{}@{label}.yaml", scenario.name));
+                        std::fs::write(&path, run.observation.to_yaml()?)?;
+                    }
+                    runs.push(run);
+                }
+                Err(e) => {
+                    let message = format!("{e:#}");
+                    progress.finish(&kpct::progress::Outcome::Error(message.clone()));
+                    errors.push((scenario.name.clone(), proxier.label(), message));
+                }
+            }
+            // Every earlier run passed (or fail-fast would have stopped): look at this one.
+            if args.fail_fast
+                && (!errors.is_empty() || runs.last().is_some_and(|r| !r.violations.is_empty()))
+            {
+                break 'scenarios;
+            }
+        }
+    }
+    progress.close();
+    print!("{}", kpct::report::table(&runs, errors.len()));
+    for (scenario, proxier, e) in &errors {
+        println!("  ERROR {scenario} × {proxier}: {e}");
+    }
+    if let Some(path) = &args.junit {
+        std::fs::write(path, kpct::report::junit(&runs, &errors))
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    }
+    if let Some((path, format)) = report {
+        std::fs::write(path, kpct::report::document::render(format, &runs, &errors))
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    }
+    let failed = runs.iter().any(|r| !r.violations.is_empty()) || !errors.is_empty();
+    if failed {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// Every output path can be written, before anything runs.
+fn ensure_writable(args: &Args) -> Result<()> {
+    use kpct::output::{Output, OutputKind};
+    fn file<'a>(flag: &'static str, path: &'a Option<PathBuf>) -> Option<Output<'a>> {
+        path.as_deref().map(|path| Output {
+            flag,
+            path,
+            kind: OutputKind::File,
+        })
+    }
+    let outputs: Vec<Output> = [
+        file("--junit", &args.junit),
+        file("--report", &args.report),
+        args.observations.as_deref().map(|path| Output {
+            flag: "--observations",
+            path,
+            kind: OutputKind::Directory,
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    kpct::output::ensure_writable(&outputs)
+}
+
+/// The scenarios of `files`, every one validated before anything runs (a typo fails fast, with
+/// all the problems of all the files; `expectFor` may name only the run's proxiers, `labels`),
+/// cut down to the probes named in `probes` when there are any.
+fn selected(
+    files: &[PathBuf],
+    labels: &[String],
+    probes: &[String],
+) -> Result<Vec<kpct::scenario::Scenario>> {
+    let mut scenarios = Vec::new();
+    let mut invalid = Vec::new();
+    for file in files {
+        match kpct::scenario::load_for(file, kpct::scenario::KnownProxiers::Run(labels)) {
+            Ok(s) => scenarios.push(s),
+            Err(e) => invalid.push(e.to_string()),
+        }
+    }
+    if !invalid.is_empty() {
+        anyhow::bail!("{}", invalid.join("\n"));
+    }
+    let scenarios: Vec<kpct::scenario::Scenario> = scenarios
+        .into_iter()
+        .filter_map(|s| only_probes(s, probes))
+        .collect();
+    if let Some(missing) = probes.iter().find(|name| {
+        !scenarios
+            .iter()
+            .any(|s| s.probes.iter().any(|p| &&p.name == name))
+    }) {
+        anyhow::bail!("no probe named `{missing}` in the scenarios given");
+    }
+    Ok(scenarios)
+}
+
+/// Keeps only the probes named `wanted`, each with the source port it has in the whole file.
+/// `None` when the scenario has none of them.
+fn only_probes(
+    mut s: kpct::scenario::Scenario,
+    wanted: &[String],
+) -> Option<kpct::scenario::Scenario> {
+    if wanted.is_empty() {
+        return Some(s);
+    }
+    for (index, probe) in s.probes.iter_mut().enumerate() {
+        let first = probe.first_source_port(index);
+        probe.source_port = u16::try_from(first).ok();
+    }
+    s.probes.retain(|p| wanted.contains(&p.name));
+    (!s.probes.is_empty()).then_some(s)
+}

@@ -1,0 +1,37 @@
+//! `kpct soak`: one scenario many times, every observation compared.
+
+use crate::proxiers;
+use anyhow::Result;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[arg(long)]
+    scenario: std::path::PathBuf,
+    /// A built-in proxier. Default: kube-proxy-ipvs where the kernel has IP_VS, else
+    /// kube-proxy-iptables (and a note saying so).
+    #[arg(long)]
+    proxier: Option<String>,
+    #[arg(long, default_value_t = 50)]
+    runs: usize,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let proxier = proxiers::chosen(args.proxier)?;
+    let p = proxiers::builtin(
+        &proxier,
+        "run it through `sudo ci/kpct.sh soak …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`",
+    )?;
+    let s = super::load(&args.scenario)?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let report = rt.block_on(kpct::soak::soak(
+        &s,
+        p.as_ref(),
+        args.runs,
+        kpct::probe::probe_timeout(),
+    ))?;
+    print!("{}", report.render(&s.name, p.name()));
+    if !report.divergences.is_empty() {
+        std::process::exit(1);
+    }
+    Ok(())
+}

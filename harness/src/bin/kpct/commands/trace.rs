@@ -1,0 +1,34 @@
+//! `kpct trace`: one shot of one probe with kernel tracing on.
+
+use crate::proxiers;
+use anyhow::Result;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The scenario file.
+    scenario: std::path::PathBuf,
+    /// The probe's name in that file.
+    probe: String,
+    /// A built-in proxier. Default: kube-proxy-ipvs where the kernel has IP_VS, else
+    /// kube-proxy-iptables (and a note saying so).
+    #[arg(long)]
+    proxier: Option<String>,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let proxier = proxiers::chosen(args.proxier)?;
+    let s = super::load(&args.scenario)?;
+    let p = proxiers::from_spec(&proxier)?;
+    if proxier.contains("ipvs") {
+        proxiers::ensure_ipvs("run it through `sudo ci/kpct.sh trace …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
+    }
+    let rt = tokio::runtime::Runtime::new()?;
+    let trace = rt.block_on(kpct::trace::trace(
+        &s,
+        &args.probe,
+        p.as_ref(),
+        kpct::probe::probe_timeout(),
+    ))?;
+    print!("{trace}");
+    Ok(())
+}

@@ -1,0 +1,56 @@
+//! `kpct validate`: every problem of every scenario file, in one pass.
+
+use anyhow::Result;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Scenario files or globs. Default: scenarios/*.yaml.
+    files: Vec<String>,
+}
+
+pub fn run(Args { files }: Args) -> Result<()> {
+    let files = kpct::scenario::files(&super::or_library(&files))?;
+    let problems = checked(&files)?.problems;
+    for p in &problems {
+        println!("{p}");
+    }
+    if problems.is_empty() {
+        println!("{} scenario file(s), no problems", files.len());
+        Ok(())
+    } else {
+        eprintln!(
+            "kpct: {} problem(s) in {} scenario file(s)",
+            problems.len(),
+            files.len()
+        );
+        std::process::exit(1)
+    }
+}
+
+/// Scenario files checked as `kpct validate` checks them.
+pub struct Checked {
+    /// The files that parse, with their scenarios.
+    pub scenarios: Vec<(std::path::PathBuf, kpct::scenario::Scenario)>,
+    /// Every problem of every file: the format's, then the library's rules.
+    pub problems: Vec<kpct::scenario::Problem>,
+}
+
+pub fn checked(files: &[std::path::PathBuf]) -> Result<Checked> {
+    let mut scenarios = Vec::new();
+    let mut problems = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| anyhow::anyhow!("{}: cannot read scenario file: {e}", file.display()))?;
+        match kpct::scenario::parse(&text, &file.display().to_string()) {
+            Ok(s) => {
+                problems.extend(kpct::scenario::conventions(file, &text, &s));
+                scenarios.push((file.clone(), s));
+            }
+            Err(e) => problems.extend(e.problems().iter().cloned()),
+        }
+    }
+    Ok(Checked {
+        scenarios,
+        problems,
+    })
+}

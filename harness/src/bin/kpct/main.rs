@@ -1,0 +1,74 @@
+//! `kpct`: the suite's command line. One module per subcommand under `commands/`, each owning
+//! its arguments and its run function, as cargo's `src/bin/cargo/commands/` does.
+
+mod commands;
+mod proxiers;
+mod stdout;
+
+use clap::{Parser, Subcommand};
+use commands::*;
+
+#[derive(Parser)]
+#[command(
+    name = "kpct",
+    version,
+    about = "Conformance suite for Kubernetes service proxiers, in network namespaces"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Report what the running kernel offers (IP_VS, dummy, vxlan, xt_ipvs, ipset types).
+    Caps(caps::Args),
+    /// Run scenarios against proxiers and print the result table (exit 1 on any failure).
+    Run(run::Args),
+    /// Check scenario files without running them: every problem of every file in one pass,
+    /// including the library's rules (header comment, description, name = file name, the
+    /// `sctp-`/`ipvs-existing-` prefixes). Exit 1 on any problem.
+    Validate(validate::Args),
+    /// Print the programming a proxier makes for a scenario, per node, without touching a
+    /// kernel: in the suite's text format or as one tool would show it. With `--diff`, a
+    /// unified diff against a second proxier's instead (exit 1 when they differ).
+    Program(program::Args),
+    /// Validate scenario files, run them against the built-ins and write each observation as a
+    /// pending snapshot for `cargo insta review` (nothing when the golden one already says it):
+    /// a new scenario's goldens without the whole suite. Exit 1 if an expectation fails.
+    Record(record::Args),
+    /// Run one scenario many times and report whether every observation is identical.
+    Soak(soak::Args),
+    /// Print the README's generated parts (the scenario table, the scenario field reference)
+    /// from scenarios/, harness/snapshots/ and the scenario schema.
+    ScenarioTable(scenario_table::Args),
+    /// Build a scenario's topology and programming and leave it running for debugging.
+    Lab(lab::Args),
+    /// Print benchmark numbers (never asserted).
+    Bench(bench::Args),
+    /// Fire one shot of one probe with kernel tracing on and print the path it took on each node:
+    /// netfilter chains and rules (nf_tables trace), IPVS service and real server, conntrack.
+    Trace(trace::Args),
+    /// Remove network namespaces left behind by crashed runs (those whose process is gone).
+    Cleanup(cleanup::Args),
+}
+
+fn main() {
+    let result = match Cli::parse().command {
+        Command::Caps(args) => caps::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Validate(args) => validate::run(args),
+        Command::Program(args) => program::run(args),
+        Command::Record(args) => record::run(args),
+        Command::Soak(args) => soak::run(args),
+        Command::ScenarioTable(args) => scenario_table::run(args),
+        Command::Lab(args) => lab::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Trace(args) => trace::run(args),
+        Command::Cleanup(args) => cleanup::run(args),
+    };
+    if let Err(e) = result {
+        eprintln!("kpct: {e:#}");
+        std::process::exit(2);
+    }
+}
