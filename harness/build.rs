@@ -1,0 +1,60 @@
+//! Generates one test per scenario file for tests/scenarios.rs, named after the scenario
+//! (`scenarios_iptables::clusterip_same_node`), so test names stay the same when files are added
+//! (rstest's `#[files]` numbers them by position). Dropping a YAML file into `scenarios/` adds
+//! its tests at the next build.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Which test modules a scenario file's tests go into. The `needs_ipvs`/`needs_sctp` prefixes are
+/// what ci/test.sh routes to the VM; the file prefixes are the library's naming rules
+/// (`kpct::scenario::conventions` enforces them): `sctp-*` need SCTP in the kernel,
+/// `ipvs-existing-*` need IP_VS even in iptables mode.
+fn modules(stem: &str) -> Vec<(&'static str, &'static str, &'static str)> {
+    let iptables = if stem.starts_with("sctp-") {
+        ("needs_sctp_scenarios_iptables", "kube-proxy-iptables", "require_sctp();")
+    } else if stem.starts_with("ipvs-existing-") {
+        ("needs_ipvs_scenarios_iptables", "kube-proxy-iptables", "require_ipvs();")
+    } else {
+        ("scenarios_iptables", "kube-proxy-iptables", "")
+    };
+    vec![
+        ("needs_ipvs_scenarios", "kube-proxy-ipvs", "require_ipvs();"),
+        iptables,
+    ]
+}
+
+fn main() {
+    let dir = Path::new("../scenarios");
+    println!("cargo:rerun-if-changed=../scenarios");
+    let mut stems: Vec<String> = std::fs::read_dir(dir)
+        .expect("the scenarios directory")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .collect();
+    stems.sort();
+    let mut by_module: std::collections::BTreeMap<&str, String> = Default::default();
+    for stem in &stems {
+        let name: String = stem
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        for (module, proxier, require) in modules(stem) {
+            let _ = write!(
+                by_module.entry(module).or_default(),
+                "    #[test]\n    fn r#{name}() {{\n        {require}\n        super::run(\"{stem}.yaml\", \"{proxier}\");\n    }}\n"
+            );
+        }
+    }
+    let mut out = String::new();
+    for (module, tests) in by_module {
+        let _ = write!(
+            out,
+            "mod {module} {{\n    #[allow(unused_imports)]\n    use kpct::caps::{{require_ipvs, require_sctp}};\n{tests}}}\n"
+        );
+    }
+    let target = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("scenario_tests.rs");
+    std::fs::write(target, out).expect("writing the generated scenario tests");
+}
