@@ -1,7 +1,7 @@
 //! Generates one test per scenario file for tests/scenarios.rs, named after the scenario
 //! (`scenarios_iptables::clusterip_same_node`), so test names stay the same when files are added
 //! (rstest's `#[files]` numbers them by position). Dropping a YAML file into `scenarios/` adds
-//! its tests at the next build.
+//! its tests at the next build. Also records the commit being built (`KPCT_COMMIT`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -12,9 +12,17 @@ use std::path::Path;
 /// `ipvs-existing-*` need IP_VS even in iptables mode.
 fn modules(stem: &str) -> Vec<(&'static str, &'static str, &'static str)> {
     let iptables = if stem.starts_with("sctp-") {
-        ("needs_sctp_scenarios_iptables", "kube-proxy-iptables", "require_sctp();")
+        (
+            "needs_sctp_scenarios_iptables",
+            "kube-proxy-iptables",
+            "require_sctp();",
+        )
     } else if stem.starts_with("ipvs-existing-") {
-        ("needs_ipvs_scenarios_iptables", "kube-proxy-iptables", "require_ipvs();")
+        (
+            "needs_ipvs_scenarios_iptables",
+            "kube-proxy-iptables",
+            "require_ipvs();",
+        )
     } else {
         ("scenarios_iptables", "kube-proxy-iptables", "")
     };
@@ -24,7 +32,35 @@ fn modules(stem: &str) -> Vec<(&'static str, &'static str, &'static str)> {
     ]
 }
 
+/// The commit being built, for `kpct --version`-like reports (`KPCT_COMMIT`), and the git files
+/// whose change means a new commit. Nothing when this is not a git checkout.
+fn commit() {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let Some(head) = git(&["rev-parse", "--short=12", "HEAD"]) else {
+        return;
+    };
+    println!("cargo:rustc-env=KPCT_COMMIT={head}");
+    let mut watched = vec!["HEAD".to_string(), "packed-refs".to_string()];
+    watched.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+    for file in watched {
+        // Only files that exist: a missing one would rerun this script at every build.
+        if let Some(path) =
+            git(&["rev-parse", "--git-path", &file]).filter(|p| Path::new(p).exists())
+        {
+            println!("cargo:rerun-if-changed={path}");
+        }
+    }
+}
+
 fn main() {
+    commit();
     let dir = Path::new("../scenarios");
     println!("cargo:rerun-if-changed=../scenarios");
     let mut stems: Vec<String> = std::fs::read_dir(dir)

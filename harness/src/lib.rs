@@ -6,6 +6,7 @@ pub mod capture;
 pub mod cluster;
 pub mod conntrack;
 pub mod docs;
+pub mod environment;
 pub mod evidence;
 pub mod lab;
 pub mod netns;

@@ -52,6 +52,36 @@ pub struct ScenarioRun {
     /// For each probe with a violated expectation: its spec and the relevant kernel state of
     /// the nodes involved, read before teardown (empty, and nothing read, when all pass).
     pub evidence: Vec<ProbeEvidence>,
+    /// How long it took; not part of the observation, which must not vary from run to run.
+    pub timing: Timing,
+}
+
+/// Wall-clock time of a scenario run's parts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timing {
+    /// When the run began.
+    pub started: std::time::SystemTime,
+    /// Building the namespaces, programming the nodes and starting the backends.
+    pub setup: Duration,
+    /// Each probe, in the scenario's order (the same order as the observation's probes).
+    pub probes: Vec<Duration>,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            started: std::time::SystemTime::UNIX_EPOCH,
+            setup: Duration::ZERO,
+            probes: Vec::new(),
+        }
+    }
+}
+
+impl Timing {
+    /// Setup and every probe (teardown, after the run, is not counted).
+    pub fn total(&self) -> Duration {
+        self.setup + self.probes.iter().sum::<Duration>()
+    }
 }
 
 impl ScenarioObservation {
@@ -323,7 +353,13 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
     proxier: &P,
     probe_timeout: Duration,
 ) -> Result<ScenarioRun> {
+    let (started_at, started) = (std::time::SystemTime::now(), std::time::Instant::now());
     let staged = stage(scenario, proxier).await?;
+    let mut timing = Timing {
+        started: started_at,
+        setup: started.elapsed(),
+        probes: Vec::new(),
+    };
     let (topo, cluster) = (&staged.topo, &staged.cluster);
     let addresses = node_addresses(topo);
     let mut probes = Vec::new();
@@ -331,6 +367,7 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
     let mut evidence = Vec::new();
     let mut collector = Collector::new(topo);
     for (index, spec) in scenario.probes.iter().enumerate() {
+        let probe_started = std::time::Instant::now();
         let mut plan = probe::plan(scenario, topo, index)?;
         let expectation = spec.expectation_for(&proxier.label());
         // A random choice needs enough shots to show the whole set reached, unless the
@@ -354,6 +391,7 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
             );
         }
         probes.push(obs);
+        timing.probes.push(probe_started.elapsed());
     }
     Ok(ScenarioRun {
         observation: ScenarioObservation {
@@ -364,6 +402,7 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
         },
         violations,
         evidence,
+        timing,
     })
 }
 

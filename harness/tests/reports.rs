@@ -12,11 +12,13 @@
 mod common;
 
 use common::{drop_postrouting_masquerade, Mutated};
+use kpct::environment::Environment;
 use kpct::observe::{ProbeObservation, ShotObservation, Verdict};
 use kpct::probe::probe_timeout;
 use kpct::programming::Programming;
 use kpct::proxier::{builtin, Proxier};
-use kpct::report::document::{self, Format, RunError};
+use kpct::report::document::{self, Format};
+use kpct::report::{Results, RunError};
 use kpct::run::{ScenarioObservation, ScenarioRun};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -66,9 +68,34 @@ fn real() -> &'static RealRuns {
         RealRuns {
             intact,
             broken,
-            error: (scenario.name.clone(), failing.name.into(), format!("{e:#}")),
+            error: RunError {
+                scenario: scenario.name.clone(),
+                proxier: failing.name.into(),
+                message: format!("{e:#}"),
+                elapsed: std::time::Duration::ZERO,
+            },
         }
     })
+}
+
+/// A fixed environment, so documents do not depend on the machine that renders them.
+fn environment() -> Environment {
+    Environment {
+        kpct: "0.1.0 (commit 0123456789ab)".into(),
+        kernel: "6.1.0-test".into(),
+        iptables: "iptables v1.8.9 (nf_tables)".into(),
+        ipset: "ipset v7.17, protocol version: 7".into(),
+        ipvsadm: "ipvsadm v1.31 2019/12/24 (compiled with popt and IPVS v1.2.1)".into(),
+    }
+}
+
+fn results(runs: &[ScenarioRun], errors: &[RunError]) -> Results {
+    let mut r = Results::new(runs.to_vec(), errors.to_vec(), environment());
+    r.files.insert(
+        "nodeport-external-each-node".into(),
+        "scenarios/nodeport-external-each-node.yaml".into(),
+    );
+    r
 }
 
 /// Runs `xmllint ARGS FILE` on `input` written to a file of its own (tests run in parallel).
@@ -112,8 +139,8 @@ fn report_of_a_failing_run_shows_expectation_observation_and_kernel_state() {
         "nothing captured for a passing run"
     );
     let runs = [r.intact.clone(), r.broken.clone()];
-    let md = document::render(Format::Markdown, &runs, &[]);
-    let html = document::render(Format::Html, &runs, &[]);
+    let md = document::render(Format::Markdown, &results(&runs, &[]));
+    let html = document::render(Format::Html, &results(&runs, &[]));
     for (doc, what) in [(&md, "markdown"), (&html, "html")] {
         for wanted in [
             // the failing probe and its spec
@@ -128,6 +155,10 @@ fn report_of_a_failing_run_shows_expectation_observation_and_kernel_state() {
             ":KUBE-POSTROUTING -",
             "-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0",
             "--dport 30080 -j KUBE-EXT-",
+            // how to reproduce it, and where it ran
+            "sudo ci/kpct.sh trace scenarios/nodeport-external-each-node.yaml external-to-node-a-nodeport --proxier kube-proxy-iptables-without-masquerade",
+            "6.1.0-test",
+            "iptables v1.8.9 (nf_tables)",
         ] {
             let wanted = if what == "html" {
                 kpct::report::markup::xml_escape(wanted)
@@ -170,13 +201,13 @@ fn report_of_a_failing_run_shows_expectation_observation_and_kernel_state() {
 fn report_of_passing_runs_says_all_passed() {
     let r = real();
     let runs = [r.intact.clone()];
-    let md = document::render(Format::Markdown, &runs, &[]);
+    let md = document::render(Format::Markdown, &results(&runs, &[]));
     assert!(
         md.contains("**Result: all passed.** All 2 probes passed; no run failed to complete."),
         "{md}"
     );
     assert!(!md.contains("## Failures"), "{md}");
-    let html = document::render(Format::Html, &runs, &[]);
+    let html = document::render(Format::Html, &results(&runs, &[]));
     assert!(
         html.contains("<strong>Result: all passed.</strong>"),
         "{html}"
@@ -188,13 +219,13 @@ fn report_of_passing_runs_says_all_passed() {
 fn report_lists_runs_that_could_not_complete_escaped() {
     let r = real();
     let errors = [r.error.clone()];
-    let html = document::render(Format::Html, &[], &errors);
+    let html = document::render(Format::Html, &results(&[], &errors));
     xmllint(&["--noout"], &html, "error.html").unwrap();
     assert!(
         html.contains("refusing to program &lt;this&gt; node &amp; &quot;that&quot;"),
         "{html}"
     );
-    let md = document::render(Format::Markdown, &[], &errors);
+    let md = document::render(Format::Markdown, &results(&[], &errors));
     assert!(md.contains("## Errors"), "{md}");
     assert!(
         md.contains("refusing to program <this> node"),
@@ -237,7 +268,7 @@ fn needs_ipvs_report_shows_ipvs_virtual_services_and_ipsets() {
         .block_on(kpct::run::run_scenario(&scenario, &broken, probe_timeout()))
         .unwrap();
     assert!(!run.violations.is_empty(), "the mutation is caught");
-    let md = document::render(Format::Markdown, &[run], &[]);
+    let md = document::render(Format::Markdown, &results(&[run], &[]));
     println!("{md}"); // shown with --nocapture
     for wanted in [
         "IP Virtual Server version",
@@ -259,10 +290,10 @@ fn needs_ipvs_report_shows_ipvs_virtual_services_and_ipsets() {
 #[test]
 fn junit_of_real_runs_validates_against_the_xunit_schema() {
     let r = real();
-    let xml = kpct::report::junit(
+    let xml = kpct::report::junit(&results(
         &[r.intact.clone(), r.broken.clone()],
         std::slice::from_ref(&r.error),
-    );
+    ));
     validate_junit(&xml).unwrap();
     assert!(
         xml.contains("tests=\"5\" failures=\"2\" errors=\"1\""),
@@ -270,6 +301,22 @@ fn junit_of_real_runs_validates_against_the_xunit_schema() {
     );
     assert!(xml.contains("<failure type=\"expectation\""), "{xml}");
     assert!(xml.contains("<error type=\"setup\""), "{xml}");
+    // What CI servers read: times, the start, dotted classnames, the environment.
+    let testcase = regex::Regex::new(
+        r#"<testcase classname="kpct\.kube-proxy-iptables\.nodeport-external-each-node" name="[^"]+" time="[0-9]+\.[0-9]{3}""#,
+    )
+    .unwrap();
+    assert!(testcase.is_match(&xml), "{xml}");
+    let suite = regex::Regex::new(r#"<testsuite name="[^"]+" [^>]* time="[0-9]+\.[0-9]{3}" timestamp="20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z">"#).unwrap();
+    assert!(suite.is_match(&xml), "{xml}");
+    assert!(
+        xml.contains("<property name=\"kernel\" value=\"6.1.0-test\"/>"),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("trace it: sudo ci/kpct.sh trace scenarios/nodeport-external-each-node.yaml"),
+        "{xml}"
+    );
     assert!(
         xml.contains("KUBE-POSTROUTING"),
         "the failure carries the kernel state: {xml}"
@@ -312,6 +359,7 @@ fn synthetic(scenario: &str, probe: &str, violation: Option<&str>) -> ScenarioRu
             .map(|v| vec![format!("{scenario} [x]: probe `{probe}`: {v}")])
             .unwrap_or_default(),
         evidence: Vec::new(),
+        timing: kpct::run::Timing::default(),
     }
 }
 
@@ -325,12 +373,13 @@ fn junit_of_synthetic_results_validates_and_escapes() {
             Some("expected source Masqueraded (client 10.244.1.10), observed preserved"),
         ),
     ];
-    let errors: [RunError; 1] = [(
-        "broken".into(),
-        "exec:x".into(),
-        "iptables-restore failed: \u{1b}[1mline 3\u{1b}[0m <bad> & \"worse\"\u{0}".into(),
-    )];
-    let xml = kpct::report::junit(&runs, &errors);
+    let errors: [RunError; 1] = [RunError {
+        scenario: "broken".into(),
+        proxier: "exec:x".into(),
+        message: "iptables-restore failed: \u{1b}[1mline 3\u{1b}[0m <bad> & \"worse\"\u{0}".into(),
+        elapsed: std::time::Duration::from_millis(1500),
+    }];
+    let xml = kpct::report::junit(&results(&runs, &errors));
     validate_junit(&xml).unwrap();
     assert!(
         xml.contains("tests=\"3\" failures=\"1\" errors=\"1\""),
@@ -351,7 +400,7 @@ fn junit_of_synthetic_results_validates_and_escapes() {
 #[test]
 fn the_schema_check_rejects_broken_junit() {
     // The validation can fail: a testsuite without its required `name`, and a stray element.
-    let ok = kpct::report::junit(&[synthetic("s", "p", None)], &[]);
+    let ok = kpct::report::junit(&results(&[synthetic("s", "p", None)], &[]));
     validate_junit(&ok).unwrap();
     let nameless = ok.replacen(" name=\"s@", " id=\"s@", 1);
     assert!(validate_junit(&nameless).is_err(), "{nameless}");
@@ -399,13 +448,14 @@ fn a_failing_exec_proxier_is_reported_as_an_errored_run() {
     let out = run_udp_scenario_with(&["--proxier", "exec:false"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        stdout,
-        "no probe ran\n\
-         0 probe(s), 0 passed, 0 failed; 1 scenario run(s) errored (below)\n  \
-         ERROR clusterip-udp × exec:false: exec:false: node node-a: `false` failed (exit \
-         status: 1) and wrote nothing on stderr\n"
-    );
+    let expected = regex::Regex::new(
+        "^no probe ran\n\
+         0 probe\\(s\\), 0 passed, 0 failed; 1 scenario run\\(s\\) errored \\(below\\); 1 run\\(s\\) in [0-9]+\\.[0-9] s\n  \
+         ERROR clusterip-udp × exec:false: exec:false: node node-a: `false` failed \\(exit \
+         status: 1\\) and wrote nothing on stderr\n$",
+    )
+    .unwrap();
+    assert!(expected.is_match(&stdout), "{stdout}");
 }
 
 /// `--list` runs nothing; `--probe` runs one probe with the ports it has in the whole file;
@@ -455,4 +505,118 @@ fn run_selects_lists_and_stops_early() {
         out.starts_with("no probe ran\n0 probe(s), 0 passed, 0 failed; 1 scenario run(s) errored"),
         "{out}"
     );
+}
+
+/// The table: result first, verdicts as scenario files spell them, every line within 120
+/// columns, the run's time in the summary; colour only on a terminal without NO_COLOR.
+#[test]
+fn the_table_fits_120_columns_with_the_result_first() {
+    let r = real();
+    let table = kpct::report::table(
+        &results(&[r.intact.clone(), r.broken.clone()], &[]),
+        kpct::report::Style::plain(),
+    );
+    assert!(table.starts_with("result  probe"), "{table}");
+    for line in table.lines().take_while(|l| !l.starts_with("  FAIL ")) {
+        assert!(
+            line.chars().count() <= 120,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+    assert!(
+        table.contains("\nFAIL    external-to-node-a-nodeport"),
+        "{table}"
+    );
+    assert!(table.contains("delivered"), "lower-case verdicts: {table}");
+    assert!(!table.contains("Delivered"), "{table}");
+    assert!(
+        table.contains(&format!("nodeport-external-each-node × {BROKEN} (")),
+        "{table}"
+    );
+    assert!(table.contains("; 2 run(s) in 0.0 s"), "{table}");
+}
+
+/// Through a pseudo-terminal (`script`), pass/FAIL are coloured unless NO_COLOR is set.
+#[test]
+fn colour_on_a_terminal_unless_no_color() {
+    let run = |no_color: bool| {
+        let kpct = env!("CARGO_BIN_EXE_kpct");
+        let mut cmd = Command::new("script");
+        cmd.args(["-qec"])
+            .arg(format!(
+                "{kpct} run --proxier kube-proxy-iptables --scenario scenarios/clusterip-udp.yaml"
+            ))
+            .arg("/dev/null")
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+        if no_color {
+            cmd.env("NO_COLOR", "1");
+        } else {
+            cmd.env_remove("NO_COLOR");
+        }
+        let out = cmd.output().expect("script (util-linux) runs");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(run(false).contains("\x1b[32mpass\x1b[0m"), "coloured");
+    let plain = run(true);
+    assert!(
+        plain.contains("pass  ") && !plain.contains("\x1b[32m"),
+        "{plain}"
+    );
+}
+
+/// `--json`'s document: the summary, every run with its probes, and for a failing probe its
+/// violations and the trace command; an errored run with its message.
+#[test]
+fn json_holds_runs_probes_verdicts_violations_and_versions() {
+    let r = real();
+    let text = kpct::report::json::json(&results(
+        &[r.intact.clone(), r.broken.clone()],
+        std::slice::from_ref(&r.error),
+    ))
+    .unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["format"], "kpct-results/1");
+    assert_eq!(
+        doc["environment"]["iptables"],
+        "iptables v1.8.9 (nf_tables)"
+    );
+    let summary = &doc["summary"];
+    assert_eq!(summary["result"], "error", "{summary}");
+    assert_eq!(
+        (
+            &summary["runs"],
+            &summary["probes"],
+            &summary["failed"],
+            &summary["errored"]
+        ),
+        (&3.into(), &4.into(), &2.into(), &1.into()),
+        "{summary}"
+    );
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs[0]["result"], "pass");
+    assert_eq!(runs[1]["result"], "fail");
+    assert_eq!(runs[2]["result"], "error");
+    assert!(runs[2]["error"]
+        .as_str()
+        .unwrap()
+        .contains("refusing to program"));
+    let failing = runs[1]["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["result"] == "fail")
+        .unwrap();
+    assert_eq!(failing["verdicts"][0], "delivered-reply-untranslated");
+    assert!(failing["violations"][0]
+        .as_str()
+        .unwrap()
+        .contains("expected source Masqueraded"));
+    assert_eq!(
+        failing["trace"],
+        format!("sudo ci/kpct.sh trace scenarios/nodeport-external-each-node.yaml {} --proxier {BROKEN}", failing["name"].as_str().unwrap())
+    );
+    assert!(failing["observation"]["from"].is_string(), "{failing}");
+    assert!(runs[0]["probes"][0].get("trace").is_none());
 }

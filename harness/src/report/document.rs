@@ -1,13 +1,14 @@
 //! The report `kpct run --report FILE.md|FILE.html` writes: a summary, every failing probe with
 //! its spec, the violated expectations, what was observed and the relevant kernel state of the
 //! nodes involved (captured before teardown, see [`crate::evidence`]), every run that could not
-//! complete, and one line per passing probe. No timings or other run-dependent values: the same
-//! results give the same document.
+//! complete, one line per passing probe, and the environment it ran on. No timings or other
+//! run-dependent values: the same results on the same machine give the same document.
 
 use super::markup::{self, code, strong, text, Block, Line};
-use super::probe_violations;
+use super::results::Results;
+use super::{probe_violations, shots, verdict_name};
 use crate::evidence::{NodeEvidence, ProbeEvidence};
-use crate::observe::{ProbeObservation, ShotObservation};
+use crate::observe::ProbeObservation;
 use crate::run::ScenarioRun;
 use std::path::Path;
 
@@ -36,14 +37,11 @@ impl Format {
     }
 }
 
-/// A run that could not complete: (scenario, proxier, error message).
-pub type RunError = (String, String, String);
-
 const TITLE: &str = "kpct report";
 
 /// The report in `format`.
-pub fn render(format: Format, runs: &[ScenarioRun], errors: &[RunError]) -> String {
-    let blocks = blocks(runs, errors);
+pub fn render(format: Format, results: &Results) -> String {
+    let blocks = blocks(results);
     match format {
         Format::Markdown => markup::to_markdown(&blocks),
         Format::Html => markup::to_html(TITLE, &blocks),
@@ -82,7 +80,8 @@ their real servers (",
 }
 
 /// The report's content.
-pub fn blocks(runs: &[ScenarioRun], errors: &[RunError]) -> Vec<Block> {
+pub fn blocks(results: &Results) -> Vec<Block> {
+    let (runs, errors) = (&results.runs, &results.errors);
     let mut out = vec![Block::Heading(1, vec![text(TITLE)])];
     let mut scenarios: Vec<&str> = Vec::new();
     let mut proxiers: Vec<&str> = Vec::new();
@@ -94,7 +93,11 @@ pub fn blocks(runs: &[ScenarioRun], errors: &[RunError]) -> Vec<Block> {
                 r.observation.proxier.as_str(),
             )
         })
-        .chain(errors.iter().map(|(s, p, _)| (s.as_str(), p.as_str())));
+        .chain(
+            errors
+                .iter()
+                .map(|e| (e.scenario.as_str(), e.proxier.as_str())),
+        );
     for (s, p) in names {
         if !scenarios.contains(&s) {
             scenarios.push(s);
@@ -154,21 +157,35 @@ pub fn blocks(runs: &[ScenarioRun], errors: &[RunError]) -> Vec<Block> {
         ],
     });
 
+    out.push(Block::Table {
+        head: vec!["environment".into(), "".into()],
+        rows: results
+            .environment
+            .rows()
+            .into_iter()
+            .map(|(k, v)| vec![vec![text(k)], vec![code(v)]])
+            .collect(),
+    });
+
     if !failing.is_empty() {
         out.push(Block::Heading(2, vec![text("Failures")]));
         out.push(Block::Para(selection_rule()));
         for (run, probe) in &failing {
-            failure(&mut out, run, probe);
+            failure(&mut out, results, run, probe);
         }
     }
     if !errors.is_empty() {
         out.push(Block::Heading(2, vec![text("Errors")]));
-        for (scenario, proxier, message) in errors {
+        for e in errors {
             out.push(Block::Heading(
                 3,
-                vec![code(scenario.as_str()), text(" × "), code(proxier.as_str())],
+                vec![
+                    code(e.scenario.as_str()),
+                    text(" × "),
+                    code(e.proxier.as_str()),
+                ],
             ));
-            out.push(Block::Pre(message.clone()));
+            out.push(Block::Pre(e.message.clone()));
         }
     }
     let passing: Vec<Line> = runs
@@ -205,7 +222,7 @@ fn plural(n: usize) -> &'static str {
 fn outcome_summary(p: &ProbeObservation) -> String {
     let mut verdicts: Vec<String> = Vec::new();
     for s in shots(p) {
-        let v = verdict_name(s);
+        let v = verdict_name(s.verdict);
         if !verdicts.contains(&v) {
             verdicts.push(v);
         }
@@ -223,22 +240,7 @@ fn outcome_summary(p: &ProbeObservation) -> String {
     s
 }
 
-fn shots(p: &ProbeObservation) -> &[ShotObservation] {
-    if p.shots.is_empty() {
-        p.outcomes.as_deref().unwrap_or_default()
-    } else {
-        &p.shots
-    }
-}
-
-fn verdict_name(s: &ShotObservation) -> String {
-    serde_json::to_value(s.verdict)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| format!("{:?}", s.verdict))
-}
-
-fn failure(out: &mut Vec<Block>, run: &ScenarioRun, probe: &ProbeObservation) {
+fn failure(out: &mut Vec<Block>, results: &Results, run: &ScenarioRun, probe: &ProbeObservation) {
     let obs = &run.observation;
     out.push(Block::Heading(
         3,
@@ -313,7 +315,7 @@ fn failure(out: &mut Vec<Block>, run: &ScenarioRun, probe: &ProbeObservation) {
             .iter()
             .map(|s| {
                 vec![
-                    vec![code(verdict_name(s))],
+                    vec![code(verdict_name(s.verdict))],
                     cell(&s.backend),
                     cell(&s.backend_saw),
                     cell(&s.source),
@@ -322,6 +324,12 @@ fn failure(out: &mut Vec<Block>, run: &ScenarioRun, probe: &ProbeObservation) {
             })
             .collect(),
     });
+
+    out.push(Block::Para(vec![
+        strong("Trace it"),
+        text(" (one shot, rule by rule, on every node it meets): "),
+        code(results.trace_command(run, &probe.probe)),
+    ]));
 
     match ev {
         None => out.push(Block::Para(vec![text(

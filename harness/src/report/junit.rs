@@ -1,24 +1,23 @@
 //! JUnit XML for CI systems: valid against the Jenkins xunit plugin's `junit-10.xsd`
-//! (`harness/tests/reports.rs` checks it with `xmllint --schema`). No `time`/`timestamp`/
-//! `hostname`: the same results give the same file.
+//! (`harness/tests/reports.rs` checks it with `xmllint --schema`). Testcases carry their time,
+//! testsuites their time and start (`timestamp`, UTC) and the environment as properties;
+//! classnames are dotted, `kpct.<proxier>.<scenario>`, so Jenkins and GitLab group testcases by
+//! proxier, then scenario.
 
-use super::document::RunError;
 use super::markup::xml_escape as esc;
 use super::probe_violations;
+use super::results::Results;
 use crate::run::ScenarioRun;
 use std::fmt::Write as _;
+use std::time::{Duration, SystemTime};
 
 /// One testsuite per scenario × proxier, one testcase per probe; a probe with violated
 /// expectations is a `<failure>` carrying them, its observation and the kernel state captured
-/// for it. `errors` are runs that could not complete (setup or programming failed), one
-/// `<error>` each.
-pub fn junit(runs: &[ScenarioRun], errors: &[RunError]) -> String {
+/// for it. Runs that could not complete (setup or programming failed) are one `<error>` each.
+pub fn junit(results: &Results) -> String {
+    let (runs, errors) = (&results.runs, &results.errors);
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let tests: usize = runs
-        .iter()
-        .map(|r| r.observation.probes.len())
-        .sum::<usize>()
-        + errors.len();
+    let counts = results.counts();
     let failing = |r: &ScenarioRun| {
         r.observation
             .probes
@@ -26,26 +25,42 @@ pub fn junit(runs: &[ScenarioRun], errors: &[RunError]) -> String {
             .filter(|p| !probe_violations(r, &p.probe).is_empty())
             .count()
     };
-    let failures: usize = runs.iter().map(failing).sum();
     let _ = writeln!(
         out,
-        "<testsuites name=\"kpct\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{}\">",
-        errors.len()
+        "<testsuites name=\"kpct\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{}\">",
+        counts.probes + counts.errored,
+        counts.failed,
+        counts.errored,
+        secs(results.elapsed)
     );
+    let mut properties = String::from("    <properties>\n");
+    for (name, value) in results.environment.rows() {
+        let _ = writeln!(
+            properties,
+            "      <property name=\"{name}\" value=\"{}\"/>",
+            esc(value)
+        );
+    }
+    properties.push_str("    </properties>\n");
     for run in runs {
         let obs = &run.observation;
         let suite = esc(&format!("{}@{}", obs.scenario, obs.proxier));
+        let class = classname(&obs.proxier, &obs.scenario);
         let _ = writeln!(
             out,
-            "  <testsuite name=\"{suite}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"0\">",
+            "  <testsuite name=\"{suite}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"0\" time=\"{}\" timestamp=\"{}\">",
             obs.probes.len(),
-            failing(run)
+            failing(run),
+            secs(run.timing.total()),
+            timestamp(run.timing.started)
         );
-        for probe in &obs.probes {
+        out.push_str(&properties);
+        for (i, probe) in obs.probes.iter().enumerate() {
             let _ = write!(
                 out,
-                "    <testcase classname=\"{suite}\" name=\"{}\"",
-                esc(&probe.probe)
+                "    <testcase classname=\"{class}\" name=\"{}\" time=\"{}\"",
+                esc(&probe.probe),
+                secs(run.timing.probes.get(i).copied().unwrap_or_default())
             );
             let mine = probe_violations(run, &probe.probe);
             if mine.is_empty() {
@@ -59,6 +74,11 @@ pub fn junit(runs: &[ScenarioRun], errors: &[RunError]) -> String {
                 .join("\n");
             let observed = serde_yaml_ng::to_string(probe).unwrap_or_default();
             let _ = write!(body, "\n\nobserved:\n{observed}");
+            let _ = write!(
+                body,
+                "\ntrace it: {}\n",
+                results.trace_command(run, &probe.probe)
+            );
             if let Some(ev) = run.evidence.iter().find(|e| e.probe == probe.probe) {
                 for node in &ev.nodes {
                     let _ = write!(
@@ -81,15 +101,80 @@ pub fn junit(runs: &[ScenarioRun], errors: &[RunError]) -> String {
         }
         out.push_str("  </testsuite>\n");
     }
-    for (scenario, proxier, message) in errors {
-        let suite = esc(&format!("{scenario}@{proxier}"));
+    for e in errors {
+        let suite = esc(&format!("{}@{}", e.scenario, e.proxier));
         let _ = writeln!(
             out,
-            "  <testsuite name=\"{suite}\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\">\n    <testcase classname=\"{suite}\" name=\"setup\">\n      <error type=\"setup\" message=\"{}\">{}</error>\n    </testcase>\n  </testsuite>",
-            esc(message.lines().next().unwrap_or_default()),
-            esc(message)
+            "  <testsuite name=\"{suite}\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"{}\">\n{properties}    <testcase classname=\"{}\" name=\"setup\" time=\"{}\">\n      <error type=\"setup\" message=\"{}\">{}</error>\n    </testcase>\n  </testsuite>",
+            secs(e.elapsed),
+            classname(&e.proxier, &e.scenario),
+            secs(e.elapsed),
+            esc(e.message.lines().next().unwrap_or_default()),
+            esc(&e.message)
         );
     }
     out.push_str("</testsuites>\n");
     out
+}
+
+/// `kpct.<proxier>.<scenario>`, escaped; dots inside a proxier's label (`exec:/opt/p.sh`) become
+/// `_` so they do not add grouping levels.
+fn classname(proxier: &str, scenario: &str) -> String {
+    esc(&format!(
+        "kpct.{}.{}",
+        proxier.replace('.', "_"),
+        scenario.replace('.', "_")
+    ))
+}
+
+/// Seconds with millisecond precision, as surefire writes them.
+fn secs(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64())
+}
+
+/// ISO 8601 in UTC, `2026-12-03T22:22:36Z`.
+pub fn timestamp(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's civil_from_days, for days since 1970-01-01.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3_600,
+        rest % 3_600 / 60,
+        rest % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_utc_calendar_dates() {
+        let at = |s: u64| timestamp(SystemTime::UNIX_EPOCH + Duration::from_secs(s));
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(1_796_336_556), "2026-12-03T22:22:36Z");
+    }
+
+    #[test]
+    fn classnames_group_by_proxier_then_scenario() {
+        assert_eq!(
+            classname("kube-proxy-ipvs", "clusterip-udp"),
+            "kpct.kube-proxy-ipvs.clusterip-udp"
+        );
+        assert_eq!(classname("exec:/opt/p.sh", "s"), "kpct.exec:/opt/p_sh.s");
+    }
 }

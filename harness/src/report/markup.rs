@@ -212,7 +212,7 @@ pub fn to_markdown(blocks: &[Block]) -> String {
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:72rem;margin:2rem auto;\
 padding:0 1rem;line-height:1.4}table{border-collapse:collapse;margin:.5rem 0}\
 th,td{border:1px solid #ccc;padding:.2rem .5rem;text-align:left;vertical-align:top}\
-pre{background:#f6f8fa;padding:.6rem;overflow-x:auto}code{font-family:ui-monospace,monospace}";
+pre{background:#f6f8fa;padding:.6rem;white-space:pre-wrap;overflow-wrap:anywhere}code{font-family:ui-monospace,monospace}";
 
 fn html_line(line: &Line) -> String {
     let mut out = String::new();

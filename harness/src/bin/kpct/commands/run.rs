@@ -19,6 +19,10 @@ pub struct Args {
     /// Write JUnit XML (one testcase per probe) to this file.
     #[arg(long)]
     junit: Option<PathBuf>,
+    /// Write every result as one JSON document to this file (format: harness/src/report/
+    /// json-format.md).
+    #[arg(long)]
+    json: Option<PathBuf>,
     /// Write a report to this file: Markdown (`.md`) or HTML (`.html`), by extension. It
     /// shows every failing probe with its expectations, observation and the relevant
     /// iptables/ipset/IPVS state of the nodes involved.
@@ -60,11 +64,16 @@ pub fn run(args: Args) -> Result<()> {
         proxiers::ensure_ipvs("run it through `sudo ci/kpct.sh run …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
     }
     let labels: Vec<String> = proxiers.iter().map(|p| p.label()).collect();
-    let scenarios = selected(
+    let chosen = selected(
         &kpct::scenario::files(&super::or_library(&args.scenarios))?,
         &labels,
         &args.probes,
     )?;
+    let files: std::collections::BTreeMap<String, PathBuf> = chosen
+        .iter()
+        .map(|(f, s)| (s.name.clone(), f.clone()))
+        .collect();
+    let scenarios: Vec<kpct::scenario::Scenario> = chosen.into_iter().map(|(_, s)| s).collect();
     if args.list {
         for s in &scenarios {
             for p in &s.probes {
@@ -79,12 +88,21 @@ pub fn run(args: Args) -> Result<()> {
     let total = scenarios.len() * proxiers.len();
     let rt = tokio::runtime::Runtime::new()?;
     let timeout = kpct::probe::probe_timeout();
-    let mut runs = Vec::new();
-    let mut errors = Vec::new();
+    let mut results = kpct::report::Results {
+        files,
+        started: std::time::SystemTime::now(),
+        ..kpct::report::Results::new(
+            Vec::new(),
+            Vec::new(),
+            kpct::environment::Environment::detect(),
+        )
+    };
+    let started = std::time::Instant::now();
     let mut progress = kpct::progress::Progress::stderr(total);
     'scenarios: for scenario in &scenarios {
         for proxier in &proxiers {
             progress.start(&scenario.name, &proxier.label());
+            let run_started = std::time::Instant::now();
             match rt.block_on(kpct::run::run_scenario(scenario, proxier.as_ref(), timeout)) {
                 Ok(run) => {
                     progress.finish(&if run.violations.is_empty() {
@@ -97,36 +115,54 @@ pub fn run(args: Args) -> Result<()> {
                         let path = dir.join(format!("{}@{label}.yaml", scenario.name));
                         std::fs::write(&path, run.observation.to_yaml()?)?;
                     }
-                    runs.push(run);
+                    results.runs.push(run);
                 }
                 Err(e) => {
                     let message = format!("{e:#}");
                     progress.finish(&kpct::progress::Outcome::Error(message.clone()));
-                    errors.push((scenario.name.clone(), proxier.label(), message));
+                    results.errors.push(kpct::report::RunError {
+                        scenario: scenario.name.clone(),
+                        proxier: proxier.label(),
+                        message,
+                        elapsed: run_started.elapsed(),
+                    });
                 }
             }
             // Every earlier run passed (or fail-fast would have stopped): look at this one.
             if args.fail_fast
-                && (!errors.is_empty() || runs.last().is_some_and(|r| !r.violations.is_empty()))
+                && (!results.errors.is_empty()
+                    || results
+                        .runs
+                        .last()
+                        .is_some_and(|r| !r.violations.is_empty()))
             {
                 break 'scenarios;
             }
         }
     }
     progress.close();
-    print!("{}", kpct::report::table(&runs, errors.len()));
-    for (scenario, proxier, e) in &errors {
-        println!("  ERROR {scenario} × {proxier}: {e}");
+    results.elapsed = started.elapsed();
+    print!(
+        "{}",
+        kpct::report::table(&results, kpct::report::Style::for_stdout())
+    );
+    for e in &results.errors {
+        println!("  ERROR {} × {}: {}", e.scenario, e.proxier, e.message);
     }
+    let write = |path: &std::path::Path, text: String| {
+        std::fs::write(path, text).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
+    };
     if let Some(path) = &args.junit {
-        std::fs::write(path, kpct::report::junit(&runs, &errors))
-            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        write(path, kpct::report::junit(&results))?;
+    }
+    if let Some(path) = &args.json {
+        write(path, kpct::report::json::json(&results)?)?;
     }
     if let Some((path, format)) = report {
-        std::fs::write(path, kpct::report::document::render(format, &runs, &errors))
-            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        write(path, kpct::report::document::render(format, &results))?;
     }
-    let failed = runs.iter().any(|r| !r.violations.is_empty()) || !errors.is_empty();
+    let failed =
+        results.runs.iter().any(|r| !r.violations.is_empty()) || !results.errors.is_empty();
     if failed {
         std::process::exit(1);
     }
@@ -145,6 +181,7 @@ fn ensure_writable(args: &Args) -> Result<()> {
     }
     let outputs: Vec<Output> = [
         file("--junit", &args.junit),
+        file("--json", &args.json),
         file("--report", &args.report),
         args.observations.as_deref().map(|path| Output {
             flag: "--observations",
@@ -165,26 +202,26 @@ fn selected(
     files: &[PathBuf],
     labels: &[String],
     probes: &[String],
-) -> Result<Vec<kpct::scenario::Scenario>> {
+) -> Result<Vec<(PathBuf, kpct::scenario::Scenario)>> {
     let mut scenarios = Vec::new();
     let mut invalid = Vec::new();
     for file in files {
         match kpct::scenario::load_for(file, kpct::scenario::KnownProxiers::Run(labels)) {
-            Ok(s) => scenarios.push(s),
+            Ok(s) => scenarios.push((file.clone(), s)),
             Err(e) => invalid.push(e.to_string()),
         }
     }
     if !invalid.is_empty() {
         anyhow::bail!("{}", invalid.join("\n"));
     }
-    let scenarios: Vec<kpct::scenario::Scenario> = scenarios
+    let scenarios: Vec<(PathBuf, kpct::scenario::Scenario)> = scenarios
         .into_iter()
-        .filter_map(|s| only_probes(s, probes))
+        .filter_map(|(f, s)| only_probes(s, probes).map(|s| (f, s)))
         .collect();
     if let Some(missing) = probes.iter().find(|name| {
         !scenarios
             .iter()
-            .any(|s| s.probes.iter().any(|p| &&p.name == name))
+            .any(|(_, s)| s.probes.iter().any(|p| &&p.name == name))
     }) {
         anyhow::bail!("no probe named `{missing}` in the scenarios given");
     }

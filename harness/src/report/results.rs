@@ -1,0 +1,112 @@
+//! What one `kpct run` produced, as every output ([`super::table`], [`super::junit`],
+//! [`super::document`], [`super::json`]) reads it.
+
+use crate::environment::Environment;
+use crate::run::ScenarioRun;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+/// A scenario × proxier run that could not complete (setup or programming failed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunError {
+    pub scenario: String,
+    pub proxier: String,
+    pub message: String,
+    /// Until it failed.
+    pub elapsed: Duration,
+}
+
+/// Every run of one invocation, in the order they ran, and where they ran.
+#[derive(Debug, Clone)]
+pub struct Results {
+    pub runs: Vec<ScenarioRun>,
+    pub errors: Vec<RunError>,
+    pub environment: Environment,
+    /// Scenario name → the file it came from, for the `kpct trace` command of a failing probe.
+    pub files: BTreeMap<String, PathBuf>,
+    pub started: SystemTime,
+    /// The whole invocation, wall clock.
+    pub elapsed: Duration,
+}
+
+impl Results {
+    /// Results of `runs` and `errors` on `environment`, with no files known and no time spent
+    /// (what a caller that only renders needs: tests, `soak`).
+    pub fn new(runs: Vec<ScenarioRun>, errors: Vec<RunError>, environment: Environment) -> Self {
+        Results {
+            runs,
+            errors,
+            environment,
+            files: BTreeMap::new(),
+            started: SystemTime::UNIX_EPOCH,
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    /// The command that fires `probe` of `run` again with kernel tracing on (see
+    /// [`crate::trace`]), ready to paste into a shell at the repository's root.
+    pub fn trace_command(&self, run: &ScenarioRun, probe: &str) -> String {
+        let scenario = &run.observation.scenario;
+        let file = self
+            .files
+            .get(scenario)
+            .cloned()
+            .unwrap_or_else(|| PathBuf::from(format!("scenarios/{scenario}.yaml")));
+        format!(
+            "sudo ci/kpct.sh trace {} {} --proxier {}",
+            shell_word(&file.display().to_string()),
+            shell_word(probe),
+            shell_word(&run.observation.proxier)
+        )
+    }
+
+    /// Probes that ran, failed probes, runs that errored.
+    pub fn counts(&self) -> Counts {
+        let probes = self.runs.iter().map(|r| r.observation.probes.len()).sum();
+        let failed = self
+            .runs
+            .iter()
+            .flat_map(|r| r.observation.probes.iter().map(move |p| (r, p)))
+            .filter(|(r, p)| !super::probe_violations(r, &p.probe).is_empty())
+            .count();
+        Counts {
+            probes,
+            failed,
+            errored: self.errors.len(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub probes: usize,
+    pub failed: usize,
+    pub errored: usize,
+}
+
+/// `word` as one shell word: as it is when that is safe, else single-quoted.
+pub fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    #[test]
+    fn shell_words_survive_a_shell() {
+        assert_eq!(shell_word("kube-proxy-iptables"), "kube-proxy-iptables");
+        assert_eq!(shell_word("exec:/p --x"), "'exec:/p --x'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
+}

@@ -1,0 +1,246 @@
+//! The table `kpct run` prints: one group per scenario × proxier run, one row per probe with the
+//! result first, so a failure is seen at the left edge; at most [`Style::width`] columns, long
+//! cells wrapped onto continuation lines rather than cut.
+
+use super::results::Results;
+use super::{dedup, probe_violations, shots, verdict_name};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// How the table is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    /// ANSI colour for pass/FAIL/ERROR.
+    pub colour: bool,
+    /// The widest line, in characters.
+    pub width: usize,
+}
+
+impl Style {
+    /// 120 columns; colour only for a terminal and only without `NO_COLOR` (no-color.org: set
+    /// and not empty).
+    pub fn for_stdout() -> Style {
+        use std::io::IsTerminal;
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Style {
+            colour: std::io::stdout().is_terminal() && !no_color,
+            width: 120,
+        }
+    }
+
+    /// No colour, 120 columns: what logs and tests read.
+    pub fn plain() -> Style {
+        Style {
+            colour: false,
+            width: 120,
+        }
+    }
+
+    fn paint(&self, word: &str) -> String {
+        let code = match word {
+            "pass" => "32",
+            "FAIL" | "ERROR" => "1;31",
+            _ => return word.to_string(),
+        };
+        if self.colour {
+            format!("\x1b[{code}m{word}\x1b[0m")
+        } else {
+            word.to_string()
+        }
+    }
+}
+
+const HEADER: [&str; 4] = ["result", "probe", "verdict", "observed"];
+/// Widest probe and verdict columns; longer cells wrap.
+const PROBE_MAX: usize = 34;
+const VERDICT_MAX: usize = 24;
+const GAP: &str = "  ";
+
+/// The table and its summary: probes, passed, failed, runs that errored (listed after the
+/// table by the caller), runs in all and the time they took; then every violated expectation.
+pub fn table(results: &Results, style: Style) -> String {
+    let mut groups: Vec<(String, Vec<[String; 4]>)> = Vec::new();
+    for run in &results.runs {
+        let obs = &run.observation;
+        let rows = obs
+            .probes
+            .iter()
+            .map(|probe| {
+                let failed = !probe_violations(run, &probe.probe).is_empty();
+                let shots = shots(probe);
+                let verdicts = dedup(shots.iter().map(|s| verdict_name(s.verdict)));
+                let seen = dedup(shots.iter().map(|s| match (&s.backend, &s.backend_saw) {
+                    // One entry per distinct path: each shot has its own source port.
+                    (Some(b), Some(saw)) => {
+                        format!("{b}: {}", saw.replace(&format!(":{} ", s.sport), ":* "))
+                    }
+                    _ => s.reply.clone().unwrap_or_else(|| "-".into()),
+                }));
+                [
+                    if failed { "FAIL" } else { "pass" }.to_string(),
+                    probe.probe.clone(),
+                    verdicts.join(", "),
+                    seen.join("; "),
+                ]
+            })
+            .collect();
+        groups.push((
+            format!(
+                "{} × {} ({})",
+                obs.scenario,
+                obs.proxier,
+                seconds(run.timing.total())
+            ),
+            rows,
+        ));
+    }
+    let counts = results.counts();
+    let mut out = String::new();
+    if counts.probes == 0 {
+        let _ = writeln!(out, "no probe ran");
+    } else {
+        let all = || groups.iter().flat_map(|(_, rows)| rows.iter());
+        let widest = |i: usize, max: usize| {
+            all()
+                .map(|r| r[i].chars().count())
+                .chain([HEADER[i].len()])
+                .max()
+                .unwrap_or(0)
+                .min(max)
+        };
+        let mut widths = [
+            HEADER[0].len(),
+            widest(1, PROBE_MAX),
+            widest(2, VERDICT_MAX),
+            0,
+        ];
+        let used: usize = widths[..3].iter().sum::<usize>() + 3 * GAP.len();
+        widths[3] = style.width.saturating_sub(used).max(20);
+        line(&mut out, &HEADER.map(String::from), &widths, &style);
+        line(&mut out, &widths.map(|w| "-".repeat(w)), &widths, &style);
+        for (title, rows) in &groups {
+            let _ = writeln!(out, "{}", shorten(title, style.width));
+            for row in rows {
+                line(&mut out, row, &widths, &style);
+            }
+        }
+        out.push('\n');
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        summary(
+            counts.probes,
+            counts.failed,
+            counts.errored,
+            results.runs.len() + results.errors.len(),
+            results.elapsed
+        )
+    );
+    for run in &results.runs {
+        for v in &run.violations {
+            let _ = writeln!(out, "  {} {v}", style.paint("FAIL"));
+        }
+    }
+    out
+}
+
+/// One row: every cell wrapped to its column, the physical lines side by side.
+fn line(out: &mut String, cells: &[String; 4], widths: &[usize; 4], style: &Style) {
+    let wrapped: Vec<Vec<String>> = cells.iter().zip(widths).map(|(c, w)| wrap(c, *w)).collect();
+    let height = wrapped.iter().map(Vec::len).max().unwrap_or(1);
+    for i in 0..height {
+        let mut parts = Vec::new();
+        for (col, (lines, w)) in wrapped.iter().zip(widths).enumerate() {
+            let cell = lines.get(i).map(String::as_str).unwrap_or("");
+            let pad = w.saturating_sub(cell.chars().count());
+            let shown = if col == 0 {
+                style.paint(cell)
+            } else {
+                cell.to_string()
+            };
+            parts.push(format!("{shown}{}", " ".repeat(pad)));
+        }
+        let _ = writeln!(out, "{}", parts.join(GAP).trim_end());
+    }
+}
+
+/// `text` in lines of at most `width` characters, broken after `, ` / `; ` / spaces where it
+/// can be and inside a word where it must.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut lines = Vec::new();
+    let mut rest: Vec<char> = text.chars().collect();
+    while rest.len() > width {
+        let cut = (1..=width)
+            .rev()
+            .find(|&i| rest[i] == ' ' || rest[i - 1] == ' ')
+            .unwrap_or(width);
+        lines.push(
+            rest[..cut]
+                .iter()
+                .collect::<String>()
+                .trim_end()
+                .to_string(),
+        );
+        rest.drain(..cut);
+        while rest.first() == Some(&' ') {
+            rest.remove(0);
+        }
+    }
+    lines.push(rest.into_iter().collect());
+    lines
+}
+
+/// `text`, cut to `width` characters with `…` when longer.
+fn shorten(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut s: String = text.chars().take(width.saturating_sub(1)).collect();
+    s.push('…');
+    s
+}
+
+fn seconds(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+/// `N probe(s), P passed, F failed`, the runs that could not run at all when there are, and the
+/// runs in all with their time.
+fn summary(probes: usize, failed: usize, errored: usize, runs: usize, elapsed: Duration) -> String {
+    let mut s = format!(
+        "{probes} probe(s), {} passed, {failed} failed",
+        probes - failed
+    );
+    if errored > 0 {
+        s.push_str(&format!("; {errored} scenario run(s) errored (below)"));
+    }
+    s.push_str(&format!("; {runs} run(s) in {}", seconds(elapsed)));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wraps_at_spaces_and_inside_words_when_it_must() {
+        assert_eq!(wrap("a, b; c", 4), ["a,", "b; c"]);
+        assert_eq!(wrap("web-1: x; web-2: y", 9), ["web-1: x;", "web-2: y"]);
+        assert_eq!(wrap("abcdefgh", 3), ["abc", "def", "gh"]);
+        assert_eq!(wrap("short", 10), ["short"]);
+    }
+
+    #[test]
+    fn colour_only_when_asked() {
+        let plain = Style::plain();
+        assert_eq!(plain.paint("FAIL"), "FAIL");
+        let coloured = Style {
+            colour: true,
+            ..plain
+        };
+        assert_eq!(coloured.paint("FAIL"), "\x1b[1;31mFAIL\x1b[0m");
+        assert_eq!(coloured.paint("pass"), "\x1b[32mpass\x1b[0m");
+    }
+}
