@@ -21,6 +21,12 @@ fn repo() -> PathBuf {
 const INDIRECT: &[(&str, &str, &[&str])] = &[
     // The primitives themselves: their callers are scanned instead.
     ("harness/src/netns.rs", "program", &[]),
+    // Version lines of the tools, for reports.
+    (
+        "harness/src/environment.rs",
+        "program",
+        &["iptables", "ipset", "ipvsadm", "dpkg-query"],
+    ),
     ("harness/src/programming/tools.rs", "program", &[]),
     ("harness/src/caps.rs", "program", &[]),
     // The user's `exec:` command: not ours to install.

@@ -39,8 +39,7 @@ enum Command {
     Record(record::Args),
     /// Run one scenario many times and report whether every observation is identical.
     Soak(soak::Args),
-    /// Print the README's generated parts (the scenario table, the scenario field reference)
-    /// from scenarios/, harness/snapshots/ and the scenario schema.
+    /// Print the README's scenario table, generated from scenarios/ and harness/snapshots/.
     ScenarioTable(scenario_table::Args),
     /// Build a scenario's topology and programming and leave it running for debugging.
     Lab(lab::Args),
