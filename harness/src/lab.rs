@@ -138,6 +138,13 @@ pub fn instructions(lab: &Lab) -> String {
             let _ = writeln!(out, "  ip netns exec {node} {cmd}");
         }
     }
+    // `kpct run` serves the echo backends only while its probes run; a lab outlives kpct.
+    let _ = writeln!(
+        out,
+        "\nno backends are running: the pods have their addresses and routes but nothing listens \
+         in them (kpct serves its echo backends only during a run); start a server in a pod's \
+         namespace to try connections"
+    );
     let _ = writeln!(out, "\nremove it with: kpct lab down {}", lab.scenario);
     out
 }

@@ -64,7 +64,12 @@ async fn up_check_down(proxier: &str, check: &[(&[&str], &str)]) {
         3,
         "fabric, node and pod are up"
     );
-    assert!(kpct::lab::instructions(&lab).contains("ip netns exec"));
+    let instructions = kpct::lab::instructions(&lab);
+    assert!(instructions.contains("ip netns exec"), "{instructions}");
+    assert!(
+        instructions.contains("no backends are running"),
+        "says that nothing listens in the pods: {instructions}"
+    );
     // Every troubleshooting command the lab prints works on what this proxier programmed.
     // (`in_node` asserts that each succeeds.)
     for cmd in kpct::lab::troubleshooting(proxier) {
