@@ -8,6 +8,7 @@
 //! programming translates the packet. What is shown of each node's state is chosen by
 //! [`excerpt`] for the probe's destination and every address of the service port it targets.
 
+pub mod counters;
 pub mod excerpt;
 
 use crate::netns::Netns;
@@ -65,6 +66,8 @@ struct NodeState {
     effective: Result<EffectiveState, String>,
     /// `None`: no IPVS in the kernel, or no service in the table.
     ipvs: Result<Option<(Info, Vec<TableEntry>)>, String>,
+    /// `iptables-save -c`, for the counters of the rules shown.
+    counters: Result<String, String>,
 }
 
 fn read_node(ns: &Netns) -> NodeState {
@@ -76,9 +79,12 @@ fn read_node(ns: &Netns) -> NodeState {
             (Err(e), _) | (_, Err(e)) => Err(format!("reading IPVS: {e}")),
         },
     };
+    let opts = ReadOptions::default();
     NodeState {
-        effective: effective_state(ns, &ReadOptions::default()).map_err(|e| e.to_string()),
+        effective: effective_state(ns, &opts).map_err(|e| e.to_string()),
         ipvs,
+        counters: crate::programming::tools::run(ns, opts.backend.save(), &["-c"], None)
+            .map_err(|e| format!("reading rule counters: {e}")),
     }
 }
 
@@ -140,7 +146,14 @@ impl<'a> Collector<'a> {
             .or_insert_with(|| read_node(&node.netns));
         match &state.effective {
             Ok(eff) => {
-                ev.iptables = excerpt::iptables_excerpt(&eff.iptables, &eff.ipsets, targets);
+                let shown = excerpt::iptables_excerpt(&eff.iptables, &eff.ipsets, targets);
+                ev.iptables = match &state.counters {
+                    Ok(save) => counters::annotate(&shown, save),
+                    Err(e) => {
+                        ev.errors.push(e.clone());
+                        shown
+                    }
+                };
                 ev.ipsets = excerpt::ipset_excerpt(&eff.ipsets, targets);
                 ev.kube_ipvs0 = eff
                     .kube_ipvs0

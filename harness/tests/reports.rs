@@ -155,6 +155,8 @@ fn report_of_a_failing_run_shows_expectation_observation_and_kernel_state() {
             ":KUBE-POSTROUTING -",
             "-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0",
             "--dport 30080 -j KUBE-EXT-",
+            // with its packet counters: the one SYN took the NodePort path
+            "[1:40] -A KUBE-NODEPORTS -p tcp",
             // how to reproduce it, and where it ran
             "sudo ci/kpct.sh trace scenarios/nodeport-external-each-node.yaml external-to-node-a-nodeport --proxier kube-proxy-iptables-without-masquerade",
             "6.1.0-test",

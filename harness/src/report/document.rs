@@ -75,7 +75,9 @@ into them from the built-in chains, and the masquerade chains ",
 their real servers (",
         ),
         code("ipvsadm -Ln"),
-        text(")."),
+        text("). Each rule carries its packet counters as "),
+        code("iptables-save -c"),
+        text(" prints them, counted from programming until the run's first failing probe."),
     ]
 }
 
