@@ -6,7 +6,7 @@
 
 use super::markup::{self, code, strong, text, Block, Line};
 use super::results::Results;
-use super::{probe_violations, shots, verdict_name};
+use super::{dedup, probe_violations, shots, verdict_name};
 use crate::evidence::{NodeEvidence, ProbeEvidence};
 use crate::observe::ProbeObservation;
 use crate::run::ScenarioRun;
@@ -108,12 +108,8 @@ pub fn blocks(results: &Results) -> Vec<Block> {
             proxiers.push(p);
         }
     }
-    let probes: usize = runs.iter().map(|r| r.observation.probes.len()).sum();
-    let failing: Vec<(&ScenarioRun, &ProbeObservation)> = runs
-        .iter()
-        .flat_map(|r| r.observation.probes.iter().map(move |p| (r, p)))
-        .filter(|(r, p)| !probe_violations(r, &p.probe).is_empty())
-        .collect();
+    let probes = results.counts().probes;
+    let failing = results.failing();
     let verdict = if failing.is_empty() && errors.is_empty() {
         vec![
             strong("Result: all passed."),
@@ -222,22 +218,12 @@ fn plural(n: usize) -> &'static str {
 
 /// `delivered → web-1, web-2`.
 fn outcome_summary(p: &ProbeObservation) -> String {
-    let mut verdicts: Vec<String> = Vec::new();
-    for s in shots(p) {
-        let v = verdict_name(s.verdict);
-        if !verdicts.contains(&v) {
-            verdicts.push(v);
-        }
-    }
-    let mut s = verdicts.join(", ");
+    let mut s = dedup(shots(p).iter().map(|s| verdict_name(s.verdict))).join(", ");
     if !p.backends.is_empty() {
-        let mut backends: Vec<&str> = Vec::new();
-        for b in &p.backends {
-            if !backends.contains(&b.as_str()) {
-                backends.push(b);
-            }
-        }
-        s.push_str(&format!(" → {}", backends.join(", ")));
+        s.push_str(&format!(
+            " → {}",
+            dedup(p.backends.iter().cloned()).join(", ")
+        ));
     }
     s
 }

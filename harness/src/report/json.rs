@@ -3,8 +3,7 @@
 //! are stable within a `format` version and documented in `json-format.md` beside this file;
 //! each probe's `observation` is the probe as the snapshot documents hold it.
 
-use super::junit::timestamp;
-use super::results::Results;
+use super::results::{timestamp, Results};
 use super::{dedup, probe_violations, shots, verdict_name};
 use crate::environment::Environment;
 use crate::observe::ProbeObservation;

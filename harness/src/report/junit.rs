@@ -6,10 +6,10 @@
 
 use super::markup::xml_escape as esc;
 use super::probe_violations;
-use super::results::Results;
+use super::results::{timestamp, Results};
 use crate::run::ScenarioRun;
 use std::fmt::Write as _;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 /// One testsuite per scenario × proxier, one testcase per probe; a probe with violated
 /// expectations is a `<failure>` carrying them, its observation and the kernel state captured
@@ -132,42 +132,9 @@ fn secs(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64())
 }
 
-/// ISO 8601 in UTC, `2026-12-03T22:22:36Z`.
-pub fn timestamp(t: SystemTime) -> String {
-    let secs = t
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    // Howard Hinnant's civil_from_days, for days since 1970-01-01.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3_600,
-        rest % 3_600 / 60,
-        rest % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timestamps_are_utc_calendar_dates() {
-        let at = |s: u64| timestamp(SystemTime::UNIX_EPOCH + Duration::from_secs(s));
-        assert_eq!(at(0), "1970-01-01T00:00:00Z");
-        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(at(1_796_336_556), "2026-12-03T22:22:36Z");
-    }
 
     #[test]
     fn classnames_group_by_proxier_then_scenario() {

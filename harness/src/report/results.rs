@@ -2,6 +2,7 @@
 //! [`super::document`], [`super::json`]) reads it.
 
 use crate::environment::Environment;
+use crate::observe::ProbeObservation;
 use crate::run::ScenarioRun;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -61,21 +62,48 @@ impl Results {
         )
     }
 
-    /// Probes that ran, failed probes, runs that errored.
-    pub fn counts(&self) -> Counts {
-        let probes = self.runs.iter().map(|r| r.observation.probes.len()).sum();
-        let failed = self
-            .runs
+    /// Every probe with a violated expectation, with its run, in run order.
+    pub fn failing(&self) -> Vec<(&ScenarioRun, &ProbeObservation)> {
+        self.runs
             .iter()
             .flat_map(|r| r.observation.probes.iter().map(move |p| (r, p)))
             .filter(|(r, p)| !super::probe_violations(r, &p.probe).is_empty())
-            .count();
+            .collect()
+    }
+
+    /// Probes that ran, failed probes, runs that errored.
+    pub fn counts(&self) -> Counts {
         Counts {
-            probes,
-            failed,
+            probes: self.runs.iter().map(|r| r.observation.probes.len()).sum(),
+            failed: self.failing().len(),
             errored: self.errors.len(),
         }
     }
+}
+
+/// ISO 8601 in UTC, `2026-12-03T22:22:36Z`.
+pub fn timestamp(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's civil_from_days, for days since 1970-01-01.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3_600,
+        rest % 3_600 / 60,
+        rest % 60
+    )
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +128,16 @@ pub fn shell_word(word: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::shell_word;
+    use super::{shell_word, timestamp};
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn timestamps_are_utc_calendar_dates() {
+        let at = |s: u64| timestamp(SystemTime::UNIX_EPOCH + Duration::from_secs(s));
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(1_796_336_556), "2026-12-03T22:22:36Z");
+    }
 
     #[test]
     fn shell_words_survive_a_shell() {
