@@ -189,6 +189,14 @@ fn report_of_a_failing_run_shows_expectation_observation_and_kernel_state() {
     );
     // The HTML is well-formed.
     xmllint(&["--noout"], &html, "report.html").unwrap();
+    // Packet counters are not part of the golden file: those of the built-in chains count
+    // stragglers too (a client's RST that crosses the overlay before or after the next probe's
+    // conntrack flush makes the VXLAN flow new again, or not), so they differ from run to run.
+    // The one counter that is certain, the NodePort rule's single SYN, is asserted above.
+    let md = regex::Regex::new(r"(?m)^\[[0-9]+:[0-9]+\] -A ")
+        .unwrap()
+        .replace_all(&md, "[packets:bytes] -A ")
+        .into_owned();
     insta::with_settings!({
         snapshot_path => "../snapshots",
         prepend_module_to_snapshot => false,

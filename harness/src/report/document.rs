@@ -1,8 +1,9 @@
 //! The report `kpct run --report FILE.md|FILE.html` writes: a summary, every failing probe with
 //! its spec, the violated expectations, what was observed and the relevant kernel state of the
 //! nodes involved (captured before teardown, see [`crate::evidence`]), every run that could not
-//! complete, one line per passing probe, and the environment it ran on. No timings or other
-//! run-dependent values: the same results on the same machine give the same document.
+//! complete, one line per passing probe, and the environment it ran on. No timings: the same
+//! results on the same machine give the same document, except for the rules' packet counters,
+//! which also count stray packets (a client's RST arriving late) and so may differ by a few.
 
 use super::markup::{self, code, strong, text, Block, Line};
 use super::results::Results;
