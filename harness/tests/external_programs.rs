@@ -39,6 +39,8 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
         &[],
     ),
     ("harness/src/programming/rollback.rs", "backend.save()", &[]),
+    // The rule counters of a failing probe's evidence (`iptables-save -c`).
+    ("harness/src/evidence.rs", "opts.backend.save()", &[]),
     (
         "harness/src/programming/rollback.rs",
         "backend.restore()",
