@@ -12,6 +12,7 @@ pub mod lab;
 pub mod netns;
 pub mod observe;
 pub mod output;
+pub mod parallel;
 pub mod probe;
 pub mod programming;
 pub mod progress;

@@ -300,12 +300,33 @@ fn strip_ports(s: &ShotObservation) -> ShotObservation {
 pub fn check(expect: &Expectation, obs: &ProbeObservation, nodes: &[NodeAddress]) -> Vec<String> {
     let mut problems = Vec::new();
     let name = &obs.probe;
-    for (i, shot) in obs.all.iter().enumerate() {
-        let at = if obs.all.len() > 1 {
-            format!("probe `{name}` shot {}", i + 1)
-        } else {
-            format!("probe `{name}`")
-        };
+    // Where backend choice is random, which shot went where is chance: a shot's number would
+    // make the message differ from run to run. The distinct outcomes do not (enough shots are
+    // fired to reach every backend), so those are judged, each named by where it went.
+    let judged: Vec<(String, &ShotObservation)> = match &obs.outcomes {
+        Some(outcomes) if obs.all.len() > 1 => outcomes
+            .iter()
+            .map(|shot| {
+                let went = match &shot.backend {
+                    Some(b) => format!("reaching {b}"),
+                    None => crate::report::verdict_name(shot.verdict),
+                };
+                (format!("probe `{name}` (shots {went})"), shot)
+            })
+            .collect(),
+        _ if obs.all.len() > 1 => obs
+            .all
+            .iter()
+            .enumerate()
+            .map(|(i, shot)| (format!("probe `{name}` shot {}", i + 1), shot))
+            .collect(),
+        _ => obs
+            .all
+            .iter()
+            .map(|shot| (format!("probe `{name}`"), shot))
+            .collect(),
+    };
+    for (at, shot) in judged {
         let observed = format!(
             "observed {:?}{}",
             shot.verdict,
@@ -519,6 +540,19 @@ mod tests {
         assert_eq!(
             stray,
             ["probe `p` shot 3: expected delivery to one of [web-a, web-b], observed Delivered at web-c"]
+        );
+    }
+
+    #[test]
+    fn a_random_choice_is_judged_by_its_distinct_outcomes_not_by_shot_numbers() {
+        let e = expect("reaches: [web-a]");
+        let mut random = probe(&["web-b", "web-a", "web-b"]);
+        random.outcomes = Some(vec![shot(Some("web-a")), shot(Some("web-b"))]);
+        random.shots_fired = Some(3);
+        // Which shots went to web-b is chance; that some did is not.
+        assert_eq!(
+            check(&e, &random, &[]),
+            ["probe `p` (shots reaching web-b): expected delivery to one of [web-a], observed Delivered at web-b"]
         );
     }
 

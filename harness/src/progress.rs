@@ -1,11 +1,11 @@
-//! Progress of `kpct run` on stderr: a progress bar (done/total, the current scenario ×
-//! proxier, elapsed time) when stderr is a terminal; otherwise — CI logs — one line per run,
-//! `[  3/94] name × proxier … ok (1.2s)`. Runs that fail or cannot complete are always printed
-//! as lines (above the bar), so nothing is lost when the bar is cleared.
+//! Progress of `kpct run` on stderr: a progress bar (done/total, the runs under way, elapsed
+//! time) when stderr is a terminal; otherwise — CI logs — one line per run as it ends (runs
+//! overlap with `-j`), `[  3/94] name × proxier … ok (1.2s)`. Runs that fail or cannot complete
+//! are always printed as lines (above the bar), so nothing is lost when the bar is cleared.
 
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{IsTerminal, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How one run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,7 +25,8 @@ pub struct Progress {
     mode: Mode,
     total: usize,
     done: usize,
-    current: Option<(String, Instant)>,
+    /// `scenario × proxier` of the runs under way, in the order they started.
+    running: Vec<String>,
 }
 
 impl Progress {
@@ -61,30 +62,25 @@ impl Progress {
             mode,
             total,
             done: 0,
-            current: None,
+            running: Vec::new(),
         }
     }
 
-    /// A run of `scenario` against `proxier` starts.
+    /// A run of `scenario` against `proxier` starts (others may be under way).
     pub fn start(&mut self, scenario: &str, proxier: &str) {
-        self.done += 1;
-        let head = format!("[{:>3}/{}] {scenario} × {proxier} …", self.done, self.total);
-        match &mut self.mode {
-            Mode::Bar(bar) => bar.set_message(format!("{scenario} × {proxier}")),
-            Mode::Lines(out) => {
-                let _ = write!(out, "{head} ");
-                let _ = out.flush();
-            }
-        }
-        self.current = Some((head, Instant::now()));
+        self.running.push(format!("{scenario} × {proxier}"));
+        self.show_running();
     }
 
-    /// The current run ended with `outcome`.
-    pub fn finish(&mut self, outcome: &Outcome) {
-        let Some((head, started)) = self.current.take() else {
-            return;
-        };
-        let secs = started.elapsed().as_secs_f64();
+    /// The run of `scenario` against `proxier` ended with `outcome` after `elapsed`.
+    pub fn finish(&mut self, scenario: &str, proxier: &str, outcome: &Outcome, elapsed: Duration) {
+        let label = format!("{scenario} × {proxier}");
+        if let Some(i) = self.running.iter().position(|r| *r == label) {
+            self.running.remove(i);
+        }
+        self.done += 1;
+        let head = format!("[{:>3}/{}] {label} …", self.done, self.total);
+        let secs = elapsed.as_secs_f64();
         let status = match outcome {
             Outcome::Ok => format!("ok ({secs:.1}s)"),
             Outcome::Fail => format!("FAIL ({secs:.1}s)"),
@@ -103,8 +99,20 @@ impl Progress {
                 }
             }
             Mode::Lines(out) => {
-                let _ = writeln!(out, "{status}");
+                let _ = writeln!(out, "{head} {status}");
             }
+        }
+        self.show_running();
+    }
+
+    /// The bar names the oldest run under way and how many others are.
+    fn show_running(&self) {
+        if let Mode::Bar(bar) = &self.mode {
+            bar.set_message(match self.running.as_slice() {
+                [] => String::new(),
+                [only] => only.clone(),
+                [oldest, rest @ ..] => format!("{oldest} (+{} running)", rest.len()),
+            });
         }
     }
 
@@ -138,37 +146,52 @@ mod tests {
     fn without_a_terminal_every_run_is_one_line() {
         let sink = Sink::default();
         let mut p = Progress::lines(94, Box::new(sink.clone()));
+        let second = Duration::from_secs(1);
+        // Runs overlap: each line is written when its run ends, numbered in that order.
         p.start("clusterip-udp", "kube-proxy-iptables");
-        p.finish(&Outcome::Ok);
         p.start("hairpin-nodeport", "kube-proxy-iptables");
-        p.finish(&Outcome::Fail);
+        p.finish("clusterip-udp", "kube-proxy-iptables", &Outcome::Ok, second);
         p.start("masquerade-all", "exec:x");
-        p.finish(&Outcome::Error("boom\nmore".into()));
+        p.finish(
+            "hairpin-nodeport",
+            "kube-proxy-iptables",
+            &Outcome::Fail,
+            second,
+        );
+        let boom = Outcome::Error("boom\nmore".into());
+        p.finish("masquerade-all", "exec:x", &boom, second);
         p.close();
         let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3, "{text}");
-        assert!(
-            lines[0].starts_with("[  1/94] clusterip-udp × kube-proxy-iptables … ok (")
-                && lines[0].ends_with("s)"),
-            "{text}"
+        assert_eq!(
+            lines[0],
+            "[  1/94] clusterip-udp × kube-proxy-iptables … ok (1.0s)"
         );
-        assert!(lines[1].starts_with("[  2/94] hairpin-nodeport × kube-proxy-iptables … FAIL ("));
+        assert_eq!(
+            lines[1],
+            "[  2/94] hairpin-nodeport × kube-proxy-iptables … FAIL (1.0s)"
+        );
         assert_eq!(lines[2], "[  3/94] masquerade-all × exec:x … ERROR");
     }
 
     #[test]
     fn the_bar_counts_runs() {
-        let mut p = Progress::bar(2);
+        let mut p = Progress::bar(3);
+        let second = Duration::from_secs(1);
         p.start("a", "p");
-        p.finish(&Outcome::Ok);
         p.start("b", "p");
-        p.finish(&Outcome::Fail);
-        let Mode::Bar(bar) = &p.mode else {
-            panic!("a bar")
+        p.start("c", "p");
+        let message = |p: &Progress| {
+            let Mode::Bar(bar) = &p.mode else {
+                panic!("a bar")
+            };
+            (bar.position(), bar.message())
         };
-        assert_eq!(bar.position(), 2);
-        assert_eq!(bar.message(), "b × p");
+        assert_eq!(message(&p), (0, "a × p (+2 running)".into()));
+        p.finish("a", "p", &Outcome::Ok, second);
+        p.finish("c", "p", &Outcome::Fail, second);
+        assert_eq!(message(&p), (2, "b × p".into()));
         p.close();
     }
 }

@@ -187,7 +187,8 @@ pub fn shots_to_reach_all(n: usize) -> u32 {
 
 /// Whatever the runner can point at a node: a pure [`Proxier`] (programming computed, then
 /// applied by the harness), or an `exec:`/`replay:` proxier that syncs the namespace itself.
-pub trait NodeProgrammer {
+/// Shared by the workers of a parallel run ([`crate::parallel`]), so `Send + Sync`.
+pub trait NodeProgrammer: Send + Sync {
     fn label(&self) -> String;
     /// Backend choice random by design: record sets of backends, not sequences.
     fn random_choice(&self) -> bool;

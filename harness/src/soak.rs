@@ -1,9 +1,10 @@
-//! Determinism soak: the same scenario run many times must give byte-identical observations.
+//! Determinism soak: the same scenario run many times, also concurrently, must give
+//! byte-identical observations.
 
-use crate::proxier::Proxier;
-use crate::run::run_scenario;
+use crate::parallel::{self, After, Job};
+use crate::run::NodeProgrammer;
 use crate::scenario::Scenario;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -33,21 +34,26 @@ impl SoakReport {
     }
 }
 
-/// Runs `scenario` `runs` times (each in fresh namespaces) and compares every observation with
-/// the first.
-pub async fn soak(
+/// Runs `scenario` `runs` times (each in fresh namespaces, up to `workers` at once) and compares
+/// every observation with the first run's.
+pub fn soak(
     scenario: &Scenario,
-    proxier: &dyn Proxier,
+    proxier: &dyn NodeProgrammer,
     runs: usize,
+    workers: usize,
     timeout: Duration,
 ) -> Result<SoakReport> {
     let started = Instant::now();
+    let jobs = vec![Job { scenario, proxier }; runs];
+    let finished = parallel::run_jobs(&jobs, workers, timeout, &mut |_| After::Continue)?;
     let mut first: Option<String> = None;
     let mut identical = 0;
     let mut divergences = Vec::new();
-    for n in 1..=runs {
-        let yaml = run_scenario(scenario, proxier, timeout)
-            .await?
+    for f in finished {
+        let n = f.index + 1;
+        let yaml = f
+            .outcome
+            .with_context(|| format!("soak run {n}"))?
             .observation
             .to_yaml()?;
         match &first {

@@ -51,22 +51,28 @@ async fn needs_ipvs_bench_scale_small() {
     scale_small("kube-proxy-ipvs").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bench_suite_one_scenario_iptables() {
-    let scenario = format!(
-        "{}/../scenarios/clusterip-same-node.yaml",
-        env!("CARGO_MANIFEST_DIR")
-    );
+#[test]
+fn bench_suite_times_serial_and_parallel_side_by_side_iptables() {
+    let scenario = |name: &str| format!("{}/../scenarios/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
     let opts = SuiteOptions {
-        patterns: vec![scenario],
+        patterns: vec![scenario("clusterip-same-node"), scenario("clusterip-udp")],
+        workers: 2,
         ..SuiteOptions::default()
     };
     let out = kpct::bench::suite(&[builtin("kube-proxy-iptables").unwrap()], &opts)
-        .await
         .expect("bench suite runs");
     println!("{out}");
     assert!(
-        out.contains("1 scenarios × 1 proxier(s)") && out.contains("clusterip-same-node"),
+        out.contains("2 scenarios × 1 proxier(s)") && out.contains("clusterip-same-node"),
+        "{out}"
+    );
+    assert!(
+        out.contains("kube-proxy-iptables  -j 1 ") && out.contains("   -j 2 "),
+        "{out}"
+    );
+    // Each scenario ran twice (once per pass): both observations agreed.
+    assert!(
+        out.contains("0 scenario(s) observed differently between runs"),
         "{out}"
     );
     assert!(!out.contains("ERROR") && !out.contains("violated"), "{out}");

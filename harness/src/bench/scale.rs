@@ -426,10 +426,7 @@ fn answer_pod(answer: &str) -> Option<&str> {
 }
 
 /// Runs every proxier at every size (progress on stderr) and renders the tables.
-pub async fn scale(
-    proxiers: &[Box<dyn Proxier + Send + Sync>],
-    opts: &ScaleOptions,
-) -> Result<String> {
+pub async fn scale(proxiers: &[Box<dyn Proxier>], opts: &ScaleOptions) -> Result<String> {
     let mut runs = Vec::new();
     for proxier in proxiers {
         for &n in &opts.services {

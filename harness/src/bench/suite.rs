@@ -1,8 +1,12 @@
 //! `kpct bench suite`: every bundled scenario against each proxier, timed the way `kpct run`
-//! runs them ([`crate::run::run_scenario`]: topology, programming, backends, probes, teardown).
+//! runs them ([`crate::run::run_scenario`]: topology, programming, backends, probes, teardown),
+//! once one run at a time and once on several workers ([`crate::parallel`]), side by side in one
+//! run so the ratio is measured on the same machine under the same load.
 
 use super::{human, median};
+use crate::parallel::{self, After, Event, Job};
 use crate::proxier::Proxier;
+use crate::run::NodeProgrammer;
 use crate::scenario::Scenario;
 use anyhow::{anyhow, Result};
 use std::fmt::Write as _;
@@ -14,9 +18,11 @@ use std::time::{Duration, Instant};
 pub struct SuiteOptions {
     /// Scenario files or globs (default `scenarios/*.yaml`).
     pub patterns: Vec<String>,
-    /// Runs of each scenario × proxier; a scenario's time is the median of its runs.
+    /// Rounds of each pass; a scenario's time is the median of its serial runs.
     pub rounds: usize,
     pub probe_timeout: Duration,
+    /// Workers of the parallel pass (the serial pass has one).
+    pub workers: usize,
 }
 
 impl Default for SuiteOptions {
@@ -25,88 +31,120 @@ impl Default for SuiteOptions {
             patterns: vec![crate::scenario::BUNDLED.into()],
             rounds: 1,
             probe_timeout: Duration::from_secs(2),
+            workers: parallel::default_workers(),
         }
     }
 }
 
 /// One scenario's time against one proxier.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ScenarioTime {
     pub scenario: String,
-    /// Median of the rounds.
+    /// Median of the serial rounds.
     pub time: Duration,
-    /// Rounds with violated expectations.
+    /// Runs (of either pass) with violated expectations.
     pub failed: usize,
-    /// Rounds that ended in an error, with the first message.
+    /// Runs (of either pass) that ended in an error, with the first message.
     pub errors: usize,
     pub first_error: Option<String>,
+    /// Runs whose observation differs from the first serial run's.
+    pub divergent: usize,
 }
 
 /// Every scenario against one proxier.
 #[derive(Debug, Clone)]
 pub struct ProxierTimes {
     pub proxier: String,
-    /// Wall time of all runs, divided by the number of rounds.
-    pub total: Duration,
+    /// Wall time of all runs one at a time, divided by the number of rounds.
+    pub serial: Duration,
+    /// The same on [`SuiteOptions::workers`] workers.
+    pub parallel: Duration,
+    pub workers: usize,
     pub scenarios: Vec<ScenarioTime>,
 }
 
-/// Runs every scenario against `proxier` `rounds` times (progress on stderr).
-pub async fn time_proxier<P: Proxier + ?Sized>(
+/// Runs every scenario against `proxier`, serially then in parallel, `rounds` times each
+/// (progress on stderr).
+pub fn time_proxier(
     scenarios: &[Scenario],
-    proxier: &P,
+    proxier: &dyn NodeProgrammer,
     opts: &SuiteOptions,
 ) -> Result<ProxierTimes> {
     let rounds = opts.rounds.max(1);
-    let started = Instant::now();
-    let mut out = Vec::new();
-    for (i, scenario) in scenarios.iter().enumerate() {
-        let mut times = Vec::new();
-        let (mut failed, mut errors, mut first_error) = (0, 0, None);
-        for _ in 0..rounds {
-            let t = Instant::now();
-            match crate::run::run_scenario(scenario, proxier, opts.probe_timeout).await {
-                Ok(run) => failed += usize::from(!run.violations.is_empty()),
-                Err(e) => {
-                    errors += 1;
-                    first_error.get_or_insert_with(|| format!("{e:#}"));
+    let jobs: Vec<Job> = scenarios
+        .iter()
+        .map(|scenario| Job { scenario, proxier })
+        .collect();
+    let mut times = vec![ScenarioTime::default(); scenarios.len()];
+    for (t, s) in times.iter_mut().zip(scenarios) {
+        t.scenario = s.name.clone();
+    }
+    let mut serial_samples: Vec<Vec<Duration>> = vec![Vec::new(); scenarios.len()];
+    let mut reference: Vec<Option<String>> = vec![None; scenarios.len()];
+    let (mut serial, mut parallel_total) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..rounds {
+        for workers in [1, opts.workers] {
+            let started = Instant::now();
+            let mut done = 0;
+            let finished = parallel::run_jobs(&jobs, workers, opts.probe_timeout, &mut |event| {
+                if let Event::Finished(f) = event {
+                    done += 1;
+                    eprintln!(
+                        "bench suite: -j {workers} [{done:>3}/{}] {} × {}: {}",
+                        jobs.len(),
+                        scenarios[f.index].name,
+                        proxier.label(),
+                        human(f.elapsed)
+                    );
+                }
+                After::Continue
+            })?;
+            let wall = started.elapsed();
+            if workers == 1 {
+                serial += wall;
+            } else {
+                parallel_total += wall;
+            }
+            for f in finished {
+                let t = &mut times[f.index];
+                if workers == 1 {
+                    serial_samples[f.index].push(f.elapsed);
+                }
+                match f.outcome {
+                    Ok(run) => {
+                        t.failed += usize::from(!run.violations.is_empty());
+                        let yaml = run.observation.to_yaml()?;
+                        match &reference[f.index] {
+                            None => reference[f.index] = Some(yaml),
+                            Some(first) => t.divergent += usize::from(*first != yaml),
+                        }
+                    }
+                    Err(e) => {
+                        t.errors += 1;
+                        t.first_error.get_or_insert_with(|| format!("{e:#}"));
+                    }
                 }
             }
-            times.push(t.elapsed());
         }
-        let time = median(&times).unwrap_or_default();
-        eprintln!(
-            "bench suite: [{:>3}/{}] {} × {}: {}",
-            i + 1,
-            scenarios.len(),
-            scenario.name,
-            proxier.name(),
-            human(time)
-        );
-        out.push(ScenarioTime {
-            scenario: scenario.name.clone(),
-            time,
-            failed,
-            errors,
-            first_error,
-        });
+    }
+    for (t, samples) in times.iter_mut().zip(&serial_samples) {
+        t.time = median(samples).unwrap_or_default();
     }
     Ok(ProxierTimes {
-        proxier: proxier.name().to_string(),
-        total: started.elapsed() / rounds as u32,
-        scenarios: out,
+        proxier: proxier.label(),
+        serial: serial / rounds as u32,
+        parallel: parallel_total / rounds as u32,
+        workers: opts.workers,
+        scenarios: times,
     })
 }
 
 /// Loads the scenarios of `opts`, times them against every proxier and renders the summary.
-pub async fn suite(
-    proxiers: &[Box<dyn Proxier + Send + Sync>],
-    opts: &SuiteOptions,
-) -> Result<String> {
+pub fn suite(proxiers: &[Box<dyn Proxier>], opts: &SuiteOptions) -> Result<String> {
     let scenarios = load_all(&crate::scenario::files(&opts.patterns)?)?;
     let mut results = Vec::new();
     for proxier in proxiers {
-        results.push(time_proxier(&scenarios, proxier.as_ref(), opts).await?);
+        results.push(time_proxier(&scenarios, proxier, opts)?);
     }
     Ok(render(&results, opts.rounds.max(1)))
 }
@@ -125,9 +163,11 @@ pub fn render(results: &[ProxierTimes], rounds: usize) -> String {
     let count = results.first().map_or(0, |r| r.scenarios.len());
     let _ = writeln!(
         out,
-        "bench suite: {count} scenarios × {} proxier(s), {rounds} round(s) (a scenario's time: \
-         topology, programming, backends, probes, teardown)",
-        results.len()
+        "bench suite: {count} scenarios × {} proxier(s), {rounds} round(s), one run at a time \
+         (-j 1) then on {} workers, in this run (a scenario's time: topology, programming, \
+         backends, probes, teardown)",
+        results.len(),
+        results.first().map_or(0, |r| r.workers)
     );
     for r in results {
         let times: Vec<Duration> = r.scenarios.iter().map(|s| s.time).collect();
@@ -137,9 +177,17 @@ pub fn render(results: &[ProxierTimes], rounds: usize) -> String {
         let errors = r.scenarios.iter().filter(|s| s.errors > 0).count();
         let _ = writeln!(
             out,
-            "  {:<20} total {:>8}   per scenario: min {} ({}), median {}, max {} ({})",
+            "  {:<20} -j 1 {:>8}   -j {} {:>8}   {:.1}× faster",
             r.proxier,
-            human(r.total),
+            human(r.serial),
+            r.workers,
+            human(r.parallel),
+            r.serial.as_secs_f64() / r.parallel.as_secs_f64().max(1e-9),
+        );
+        let _ = writeln!(
+            out,
+            "  {:<20} per scenario (-j 1): min {} ({}), median {}, max {} ({})",
+            "",
             min.map_or("-".into(), |s| human(s.time)),
             min.map_or("-", |s| s.scenario.as_str()),
             median(&times).map_or("-".into(), human),
@@ -153,6 +201,23 @@ pub fn render(results: &[ProxierTimes], rounds: usize) -> String {
                 ""
             );
         }
+        let divergent: Vec<&str> = r
+            .scenarios
+            .iter()
+            .filter(|s| s.divergent > 0)
+            .map(|s| s.scenario.as_str())
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {:<20} {} scenario(s) observed differently between runs{}",
+            "",
+            divergent.len(),
+            if divergent.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", divergent.join(", "))
+            }
+        );
         let mut slowest: Vec<&ScenarioTime> = r.scenarios.iter().collect();
         slowest.sort_by_key(|s| std::cmp::Reverse(s.time));
         let list: Vec<String> = slowest
@@ -183,19 +248,24 @@ mod tests {
         let t = |name: &str, ms: u64| ScenarioTime {
             scenario: name.into(),
             time: Duration::from_millis(ms),
-            failed: 0,
-            errors: 0,
-            first_error: None,
+            ..ScenarioTime::default()
         };
         let out = render(
             &[ProxierTimes {
                 proxier: "kube-proxy-iptables".into(),
-                total: Duration::from_millis(600),
+                serial: Duration::from_millis(600),
+                parallel: Duration::from_millis(200),
+                workers: 8,
                 scenarios: vec![t("a", 100), t("b", 300), t("c", 200)],
             }],
             1,
         );
         assert!(out.contains("3 scenarios × 1 proxier(s)"), "{out}");
+        assert!(
+            out.contains("-j 1 600.0 ms   -j 8 200.0 ms   3.0× faster"),
+            "{out}"
+        );
+        assert!(out.contains("0 scenario(s) observed differently"), "{out}");
         assert!(
             out.contains("min 100.0 ms (a), median 200.0 ms, max 300.0 ms (b)"),
             "{out}"

@@ -12,8 +12,9 @@ pub mod replay;
 use crate::cluster::{ClusterState, NodeContext};
 use crate::programming::Programming;
 
-/// A proxier that computes programming from cluster state without touching the kernel.
-pub trait Proxier {
+/// A proxier that computes programming from cluster state without touching the kernel. Shared
+/// by the workers of a parallel run, hence `Send + Sync`.
+pub trait Proxier: Send + Sync {
     /// Stable name used in reports and snapshot file names.
     fn name(&self) -> &'static str;
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming>;
@@ -39,7 +40,7 @@ impl<P: Proxier + ?Sized> Proxier for Box<P> {
 }
 
 /// The built-in reference proxiers, by name.
-pub fn builtin(name: &str) -> Option<Box<dyn Proxier + Send + Sync>> {
+pub fn builtin(name: &str) -> Option<Box<dyn Proxier>> {
     match name {
         "kube-proxy-ipvs" => Some(Box::new(kube_proxy_ipvs::KubeProxyIpvs)),
         "kube-proxy-iptables" => Some(Box::new(kube_proxy_iptables::KubeProxyIptables)),

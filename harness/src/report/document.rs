@@ -384,12 +384,19 @@ pub fn group_by_shot(probe: &str, lines: &[String]) -> Vec<String> {
             .find(&prefix)
             .map(|i| &line[i + prefix.len()..])
             .unwrap_or(line);
-        let (shot, message) = match rest.strip_prefix(" shot ") {
-            Some(r) => {
+        let outcome_message;
+        let (shot, message) = match (rest.strip_prefix(" shot "), rest.strip_prefix(" (shots ")) {
+            (Some(r), _) => {
                 let (n, m) = r.split_once(": ").unwrap_or((r, ""));
                 (n.parse::<u32>().ok(), m)
             }
-            None => (None, rest.strip_prefix(": ").unwrap_or(rest)),
+            // A random choice's violation names the outcome, not a shot: `shots reaching web-b: …`.
+            (None, Some(r)) => {
+                let (went, m) = r.split_once("): ").unwrap_or((r, ""));
+                outcome_message = format!("shots {went}: {m}");
+                (None, outcome_message.as_str())
+            }
+            (None, None) => (None, rest.strip_prefix(": ").unwrap_or(rest)),
         };
         match groups.iter_mut().find(|(m, _)| m == message) {
             Some((_, shots)) => shots.extend(shot),
@@ -457,6 +464,13 @@ mod tests {
         assert_eq!(
             group_by_shot("p", &["s [x]: probe `p`: expected reply".into()]),
             ["expected reply"]
+        );
+        assert_eq!(
+            group_by_shot(
+                "p",
+                &["s [x]: probe `p` (shots reaching web-b): expected a reply".into()]
+            ),
+            ["shots reaching web-b: expected a reply"]
         );
     }
 }

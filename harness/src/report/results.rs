@@ -3,6 +3,7 @@
 
 use crate::environment::Environment;
 use crate::observe::ProbeObservation;
+use crate::parallel::{Finished, Job};
 use crate::run::ScenarioRun;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -42,6 +43,22 @@ impl Results {
             files: BTreeMap::new(),
             started: SystemTime::UNIX_EPOCH,
             elapsed: Duration::ZERO,
+        }
+    }
+
+    /// Adds what the runs of `jobs` gave, in job order (as [`crate::parallel::run_jobs`] returns
+    /// them): each a completed run or an error.
+    pub fn record(&mut self, jobs: &[Job<'_>], finished: Vec<Finished>) {
+        for done in finished {
+            match done.outcome {
+                Ok(run) => self.runs.push(run),
+                Err(e) => self.errors.push(RunError {
+                    scenario: jobs[done.index].scenario.name.clone(),
+                    proxier: jobs[done.index].proxier.label(),
+                    message: format!("{e:#}"),
+                    elapsed: done.elapsed,
+                }),
+            }
         }
     }
 

@@ -22,7 +22,7 @@ pub fn builtins(
     names: &[String],
     command: &str,
     way_out: &str,
-) -> Result<Vec<Box<dyn kpct::proxier::Proxier + Send + Sync>>> {
+) -> Result<Vec<Box<dyn kpct::proxier::Proxier>>> {
     let names = or_builtins(names);
     if names.iter().any(|n| n.contains("ipvs")) {
         ensure_ipvs(way_out)?;
@@ -41,7 +41,7 @@ pub fn builtins(
 }
 
 /// One built-in by name, refusing IPVS up front on a kernel without it.
-pub fn builtin(name: &str, way_out: &str) -> Result<Box<dyn kpct::proxier::Proxier + Send + Sync>> {
+pub fn builtin(name: &str, way_out: &str) -> Result<Box<dyn kpct::proxier::Proxier>> {
     let p = kpct::proxier::builtin(name).ok_or_else(|| {
         anyhow::anyhow!(
             "unknown proxier `{name}` (built-in: {})",

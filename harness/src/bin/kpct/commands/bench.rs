@@ -39,6 +39,9 @@ enum What {
         scenarios: Vec<String>,
         #[arg(long, default_value_t = 1)]
         rounds: usize,
+        /// Workers of the parallel pass, timed against -j 1. Default: four per core, at most 16.
+        #[arg(short = 'j', long = "jobs")]
+        jobs: Option<usize>,
     },
     /// topology (3 nodes x 10 pods, 2 rounds), suite and scale, in one run.
     All {
@@ -90,10 +93,13 @@ pub fn run(Args { what }: Args) -> Result<()> {
             "run it through `sudo ci/kpct.sh bench …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`",
         )
     };
-    let suite_options = |patterns: &[String], rounds: usize| kpct::bench::SuiteOptions {
-        patterns: super::or_library(patterns),
-        rounds,
-        probe_timeout: kpct::probe::probe_timeout(),
+    let suite_options = |patterns: &[String], rounds: usize, jobs: Option<usize>| -> Result<_> {
+        Ok(kpct::bench::SuiteOptions {
+            patterns: super::or_library(patterns),
+            rounds,
+            probe_timeout: kpct::probe::probe_timeout(),
+            workers: super::jobs(jobs)?,
+        })
     };
     match what {
         What::Topology {
@@ -115,14 +121,12 @@ pub fn run(Args { what }: Args) -> Result<()> {
             proxiers,
             scenarios,
             rounds,
+            jobs,
         } => {
             let proxiers = builtins(&proxiers)?;
             print!(
                 "{}",
-                rt.block_on(kpct::bench::suite(
-                    &proxiers,
-                    &suite_options(&scenarios, rounds)
-                ))?
+                kpct::bench::suite(&proxiers, &suite_options(&scenarios, rounds, jobs)?)?
             );
         }
         What::All { proxiers, scale } => {
@@ -145,7 +149,7 @@ pub fn run(Args { what }: Args) -> Result<()> {
             let t = std::time::Instant::now();
             println!(
                 "{}",
-                rt.block_on(kpct::bench::suite(&proxiers, &suite_options(&[], 1)))?
+                kpct::bench::suite(&proxiers, &suite_options(&[], 1, None)?)?
             );
             section("suite", t);
             let t = std::time::Instant::now();

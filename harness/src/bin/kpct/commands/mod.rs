@@ -25,3 +25,12 @@ pub fn or_library(patterns: &[String]) -> Vec<String> {
         patterns.to_vec()
     }
 }
+
+/// `-j N` as given (at least 1), or the default for this machine.
+pub fn jobs(asked: Option<usize>) -> anyhow::Result<usize> {
+    match asked {
+        Some(0) => anyhow::bail!("-j 0: at least one run must go at a time"),
+        Some(n) => Ok(n),
+        None => Ok(kpct::parallel::default_workers()),
+    }
+}

@@ -13,6 +13,9 @@ pub struct Args {
     proxier: Option<String>,
     #[arg(long, default_value_t = 50)]
     runs: usize,
+    /// Runs at once (each in its own namespaces). Default: four per core, at most 16.
+    #[arg(short = 'j', long = "jobs")]
+    jobs: Option<usize>,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -22,13 +25,13 @@ pub fn run(args: Args) -> Result<()> {
         "run it through `sudo ci/kpct.sh soak …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`",
     )?;
     let s = super::load(&args.scenario)?;
-    let rt = tokio::runtime::Runtime::new()?;
-    let report = rt.block_on(kpct::soak::soak(
+    let report = kpct::soak::soak(
         &s,
-        p.as_ref(),
+        &p,
         args.runs,
+        super::jobs(args.jobs)?,
         kpct::probe::probe_timeout(),
-    ))?;
+    )?;
     print!("{}", report.render(&s.name, p.name()));
     if !report.divergences.is_empty() {
         std::process::exit(1);
