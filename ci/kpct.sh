@@ -23,9 +23,9 @@ args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
   arg="${args[$i]}" path="" kind=""
   case "$arg" in
-    --junit | --report | --write) kind=file path="${args[$((i + 1))]:-}" ;;
+    --junit | --json | --report | --write) kind=file path="${args[$((i + 1))]:-}" ;;
     --observations) kind=dir path="${args[$((i + 1))]:-}" ;;
-    --junit=* | --report=* | --write=*) kind=file path="${arg#*=}" ;;
+    --junit=* | --json=* | --report=* | --write=*) kind=file path="${arg#*=}" ;;
     --observations=*) kind=dir path="${arg#*=}" ;;
   esac
   [ -n "$path" ] || continue

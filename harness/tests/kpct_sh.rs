@@ -34,7 +34,9 @@ fn kpct_sh(args: &[&str]) -> (i32, String, String) {
 fn every_output_directory_is_made_writable_in_the_vm() {
     let base = std::env::temp_dir().join(format!("kpct-sh-test-{}", std::process::id()));
     let reports = base.join("reports");
+    let json = base.join("json");
     std::fs::create_dir_all(&reports).unwrap();
+    std::fs::create_dir_all(&json).unwrap();
     let obs = base.join("obs"); // does not exist yet: created so the VM can mount it
     let junit = base.join("j.xml");
     let report = reports.join("r.html");
@@ -45,10 +47,12 @@ fn every_output_directory_is_made_writable_in_the_vm() {
         &format!("--report={}", report.display()),
         "--observations",
         obs.to_str().unwrap(),
+        "--json",
+        json.join("results.json").to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{stderr}");
     let repo = repo();
-    for dir in [&repo, &base, &reports, &obs] {
+    for dir in [&repo, &base, &reports, &obs, &json] {
         assert!(
             stdout.contains(&format!("--rwdir {} ", dir.display())),
             "{} is not writable in the VM: {stdout}",
