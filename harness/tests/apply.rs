@@ -601,3 +601,35 @@ fn needs_ipvs_delete_others_keeps_only_the_excluded_foreign_services() {
     assert!(!save.contains("192.168.1.60"), "{save}");
     assert!(save.contains("-A -f 7"), "fwmark services stay: {save}");
 }
+
+/// The rollback snapshot skips `iptables-save` / `ipset save` when the kernel says over netlink
+/// that there is nothing to save: that answer must follow what the namespace really holds.
+#[test]
+fn netlink_says_whether_a_namespace_holds_tables_and_sets() {
+    use kpct::nfnetlink::{holds_no_ip_tables, holds_no_ipsets};
+    let ns = netns("presence");
+    assert_eq!(holds_no_ip_tables(&ns), Some(true), "a fresh namespace");
+    assert_eq!(holds_no_ipsets(&ns), Some(true), "a fresh namespace");
+    assert_eq!(ns.output_of("iptables-save", &[], None).unwrap(), "");
+    ns.output_of("iptables", &["-w", "-t", "nat", "-N", "KUBE-TEST"], None)
+        .unwrap();
+    assert_eq!(
+        holds_no_ip_tables(&ns),
+        Some(false),
+        "after iptables -t nat -N"
+    );
+    assert_eq!(holds_no_ipsets(&ns), Some(true), "tables are not sets");
+    ns.output_of("ipset", &["create", "KUBE-TEST", "hash:ip"], None)
+        .unwrap();
+    assert_eq!(holds_no_ipsets(&ns), Some(false), "after ipset create");
+    // Other families' tables are not iptables-save's (ip6tables-save's, nft's own).
+    let other = netns("presence-ip6");
+    other
+        .output_of("nft", &["add", "table", "ip6", "t"], None)
+        .unwrap();
+    assert_eq!(holds_no_ip_tables(&other), Some(true), "an ip6 table only");
+    other
+        .output_of("nft", &["add", "table", "ip", "t"], None)
+        .unwrap();
+    assert_eq!(holds_no_ip_tables(&other), Some(false), "an ip table");
+}

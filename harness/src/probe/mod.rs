@@ -291,7 +291,8 @@ pub struct Shot {
 /// Empties conntrack in every node, so no probe rides on state left by another.
 pub fn flush_conntrack(topo: &Topology) -> Result<()> {
     for node in topo.nodes() {
-        crate::conntrack::flush(&node.netns).with_context(|| format!("on node {}", node.name))?;
+        crate::nfnetlink::flush_conntrack(&node.netns)
+            .with_context(|| format!("on node {}", node.name))?;
     }
     Ok(())
 }
