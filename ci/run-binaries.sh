@@ -20,7 +20,11 @@ export RUST_BACKTRACE=1 INSTA_WORKSPACE_ROOT="$repo"
 [ -f "$out/env.sh" ] && . "$out/env.sh"
 
 mkdir -p "$out/logs"
-echo "==> [$label] kernel $(uname -r), $(nproc) CPUs"
+# Tests mostly wait (a dropped probe is 2 s of silence), each in its own namespaces: run four
+# per core (at most 16), as `kpct run -j` does. KPCT_TEST_THREADS overrides it.
+threads="${KPCT_TEST_THREADS:-$(( $(nproc) * 4 > 16 ? 16 : $(nproc) * 4 ))}"
+export RUST_TEST_THREADS="$threads"
+echo "==> [$label] kernel $(uname -r), $(nproc) CPUs, $threads test threads per binary"
 while IFS=$'\t' read -r name dir exe; do
   log="$out/logs/$label-${name//[:\/]/_}.log"
   started=$(date +%s)

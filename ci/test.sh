@@ -14,7 +14,8 @@
 #   --native   never use the VM; IPVS/SCTP tests fail (loudly) if this kernel lacks them.
 #   TEST-ARGS  passed to every test binary (e.g. a name filter).
 # Environment: KPCT_VM_KERNEL, KPCT_VM_TIMEOUT, KPCT_VM_MEMORY (see ci/vm.sh); KPCT_TEST_OUT
-# (results directory, default target/kpct-test; must lie inside the repository).
+# (results directory, default target/kpct-test; must lie inside the repository);
+# KPCT_TEST_THREADS (tests at once per binary, default four per core, at most 16).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -56,7 +57,7 @@ echo "    $(wc -l < "$out/tests.tsv") test binaries"
 
 # The VM does not inherit this environment: hand over what changes test behaviour.
 {
-  for var in CI INSTA_UPDATE INSTA_FORCE_PASS RUST_LOG KPCT_PROBE_TIMEOUT_MS IPVS_GENL_TABLES; do
+  for var in CI INSTA_UPDATE INSTA_FORCE_PASS RUST_LOG KPCT_PROBE_TIMEOUT_MS KPCT_TEST_THREADS IPVS_GENL_TABLES; do
     if [ -n "${!var:-}" ]; then printf 'export %s=%q\n' "$var" "${!var}"; fi
   done
   # cargo and the cargo-installed tools (cargo-insta) for the tests that run them.
