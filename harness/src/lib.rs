@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod docs;
 pub mod environment;
 pub mod evidence;
+pub mod input_file;
 pub mod lab;
 pub mod netns;
 pub mod nfnetlink;

@@ -315,3 +315,34 @@ async fn replay_carries_the_node_sysctls() {
         without.violations
     );
 }
+
+/// A capture file that is a FIFO or a link to a device is refused at once, naming the file,
+/// instead of blocking or reading without end.
+#[test]
+fn replay_refuses_capture_files_that_are_not_regular_files() {
+    for (name, make) in [
+        (
+            "fifo",
+            (|p: &std::path::Path| nix::unistd::mkfifo(p, nix::sys::stat::Mode::S_IRWXU).unwrap())
+                as fn(&std::path::Path),
+        ),
+        ("zero", |p| {
+            std::os::unix::fs::symlink("/dev/zero", p).unwrap()
+        }),
+    ] {
+        let dir = scratch_dir(&format!("replay-{name}"));
+        std::fs::create_dir_all(dir.join("node-a")).unwrap();
+        let capture = dir.join("node-a").join("iptables-save");
+        make(&capture);
+        let err = Replay::new(&dir)
+            .load("node-a")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            err.contains("node-a/iptables-save") && err.contains("is not a regular file"),
+            "{name}: {err}"
+        );
+    }
+}

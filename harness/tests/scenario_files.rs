@@ -100,6 +100,39 @@ fn kpct_validate_reports_every_problem_of_every_file() {
     );
 }
 
+/// A FIFO would block the read forever, `/dev/zero` never ends, a huge file would be held in
+/// memory: each is refused at once with what it is, and the good file beside them still loads.
+#[test]
+fn kpct_validate_refuses_what_is_not_a_small_regular_file() {
+    let dir = std::env::temp_dir().join(format!("kpct-hostile-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("fifo.yaml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let zero = dir.join("zero.yaml");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let huge = dir.join("huge.yaml");
+    std::fs::write(&huge, "#".repeat(2 << 20)).unwrap();
+    let good = scenarios_dir().join("clusterip-udp.yaml");
+    let out = common::kpct(&[
+        "validate",
+        fifo.to_str().unwrap(),
+        zero.to_str().unwrap(),
+        huge.to_str().unwrap(),
+        good.to_str().unwrap(),
+    ]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for wanted in [
+        "fifo.yaml: cannot read scenario file: is not a regular file but a FIFO",
+        "zero.yaml: cannot read scenario file: is not a regular file but a character device",
+        "huge.yaml: cannot read scenario file: is 2097152 bytes, more than the 1048576 bytes a scenario may have",
+    ] {
+        assert!(text.contains(wanted), "{wanted}: {text}");
+    }
+    assert!(!text.contains("clusterip-udp"), "{text}");
+}
+
 /// The README's review step works as written: a pending snapshot beside the goldens is listed by
 /// `cargo insta pending-snapshots` (which `cargo insta review` walks through).
 #[test]
@@ -182,6 +215,16 @@ fn rke2_ipvs_node_matches_the_walkthrough() {
 
 /// The exact text `load` reports for each malformed fixture, one line per problem.
 const BAD: &[(&str, &str)] = &[
+    (
+        "names.yaml",
+        "tests/fixtures/bad/names.yaml:3:1: name: scenario name `../../../escaped` is not a DNS label (1-63 characters: lower-case letters, digits and '-', starting and ending with a letter or digit)\n\
+         tests/fixtures/bad/names.yaml:11:14: topology.external.name: external client name `Client` is not a DNS label (1-63 characters: lower-case letters, digits and '-', starting and ending with a letter or digit)\n\
+         tests/fixtures/bad/names.yaml:19:5: probes[0].name: probe name `red\\u{1b}[31m` is not a DNS label (1-63 characters: lower-case letters, digits and '-', starting and ending with a letter or digit)",
+    ),
+    (
+        "limits.yaml",
+        "tests/fixtures/bad/limits.yaml:20:5: probes[0].repeat: repeat 45000 is more than 1000 shots (each may wait the probe timeout)",
+    ),
     (
         "existing-ipvs.yaml",
         "tests/fixtures/bad/existing-ipvs.yaml:9:7: topology.nodes[0].existingIPVS: line 1: \

@@ -233,12 +233,13 @@ impl Replay {
 }
 
 fn read_optional(path: &Path) -> Result<Option<(String, String)>, ReplayError> {
-    match std::fs::read_to_string(path) {
+    use crate::input_file::{read_text, CAPTURE_LIMIT};
+    match read_text(path, CAPTURE_LIMIT, "capture") {
         Ok(text) => Ok(Some((text, path.display().to_string()))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(ReplayError::Io {
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(ReplayError::Io {
             path: path.to_path_buf(),
-            source,
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
         }),
     }
 }

@@ -42,7 +42,7 @@ pub enum ScenarioError {
     Read {
         origin: String,
         #[source]
-        source: std::io::Error,
+        source: crate::input_file::InputError,
     },
     /// The file does not parse, or parses into a scenario that cannot describe a real cluster.
     #[error("{}", one_per_line(.problems))]
@@ -75,10 +75,11 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
 /// [`load`], with `expectFor` keys checked against the proxiers of a run.
 pub fn load_for(path: &Path, known: KnownProxiers<'_>) -> Result<Scenario, ScenarioError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
-        origin: origin.clone(),
-        source,
-    })?;
+    let text = crate::input_file::read_text(path, crate::input_file::SCENARIO_LIMIT, "scenario")
+        .map_err(|source| ScenarioError::Read {
+            origin: origin.clone(),
+            source,
+        })?;
     parse_for(&text, &origin, known)
 }
 

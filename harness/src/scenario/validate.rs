@@ -116,6 +116,8 @@ pub(crate) fn check(s: &Scenario, known: KnownProxiers<'_>) -> Vec<Issue> {
         known,
         issues: Vec::new(),
     };
+    // The scenario's name becomes file names (observations, snapshots) and namespace names.
+    c.dns_label(FieldPath::root("name"), "scenario name", &s.name);
     c.topology_cidrs();
     c.nodes();
     c.pods();
@@ -125,6 +127,20 @@ pub(crate) fn check(s: &Scenario, known: KnownProxiers<'_>) -> Vec<Issue> {
     c.probes();
     c.proxier_options();
     c.issues
+}
+
+/// The most shots one probe may fire: each can take the probe timeout (2 s) when dropped, so
+/// more would run for many minutes; no expectation needs nearly as many.
+const MAX_REPEAT: u32 = 1000;
+
+/// A name as an error message can show it: control characters (an ESC, a newline) escaped,
+/// at most 80 characters.
+fn shown(name: &str) -> String {
+    let escaped: String = name.escape_debug().collect();
+    match escaped.char_indices().nth(80) {
+        Some((cut, _)) => format!("{}…", &escaped[..cut]),
+        None => escaped,
+    }
 }
 
 /// `namespace/name` or `name` (in `default`), as probes and expectations refer to objects.
@@ -227,8 +243,9 @@ impl<'a> Checker<'a> {
             self.err(
                 path,
                 format!(
-                    "{what} `{name}` is not a DNS label (1-63 characters: lower-case letters, \
-                     digits and '-', starting and ending with a letter or digit)"
+                    "{what} `{}` is not a DNS label (1-63 characters: lower-case letters, \
+                     digits and '-', starting and ending with a letter or digit)",
+                    shown(name)
                 ),
             );
         }
@@ -481,6 +498,11 @@ impl<'a> Checker<'a> {
         let Some(ext) = &self.s.topology.external else {
             return;
         };
+        self.dns_label(
+            Self::topo().key("external").key("name"),
+            "external client name",
+            &ext.name,
+        );
         let path = Self::topo().key("external").key("ip");
         let underlay = self.s.topology.underlay;
         if !underlay.contains(ext.ip) {
@@ -890,9 +912,10 @@ impl<'a> Checker<'a> {
         let mut names: BTreeMap<&str, usize> = BTreeMap::new();
         for (i, probe) in self.s.probes.iter().enumerate() {
             let path = FieldPath::root("probes").idx(i);
-            if probe.name.is_empty() {
-                self.err(path.key("name"), "probe name must not be empty");
-            } else if let Some(first) = names.insert(&probe.name, i) {
+            // Probe names are printed in tables and reports and typed into `--probe` and
+            // `kpct trace`: the same alphabet as object names.
+            self.dns_label(path.key("name"), "probe name", &probe.name);
+            if let Some(first) = names.insert(&probe.name, i) {
                 names.insert(&probe.name, first);
                 self.err(
                     path.key("name"),
@@ -1141,6 +1164,15 @@ impl<'a> Checker<'a> {
     fn probe_ports(&mut self, path: &FieldPath, probe: &Probe, index: usize) {
         if probe.repeat == 0 {
             self.err(path.key("repeat"), "repeat must be at least 1");
+        } else if probe.repeat > MAX_REPEAT {
+            self.err(
+                path.key("repeat"),
+                format!(
+                    "repeat {} is more than {MAX_REPEAT} shots (each may wait the probe \
+                     timeout)",
+                    probe.repeat
+                ),
+            );
         }
         let first = probe.first_source_port(index);
         if first == 0 {

@@ -39,8 +39,20 @@ pub fn checked(files: &[std::path::PathBuf]) -> Result<Checked> {
     let mut scenarios = Vec::new();
     let mut problems = Vec::new();
     for file in files {
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| anyhow::anyhow!("{}: cannot read scenario file: {e}", file.display()))?;
+        use kpct::input_file::{read_text, SCENARIO_LIMIT};
+        // An unreadable file is one more problem: the others are still checked.
+        let text = match read_text(file, SCENARIO_LIMIT, "scenario") {
+            Ok(text) => text,
+            Err(e) => {
+                problems.push(kpct::scenario::Problem {
+                    origin: file.display().to_string(),
+                    location: None,
+                    path: String::new(),
+                    message: format!("cannot read scenario file: {e}"),
+                });
+                continue;
+            }
+        };
         match kpct::scenario::parse(&text, &file.display().to_string()) {
             Ok(s) => {
                 problems.extend(kpct::scenario::conventions(file, &text, &s));
