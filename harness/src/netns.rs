@@ -42,7 +42,27 @@ pub const SUITE_PREFIX: &str = "kpct-";
 /// After [`SUITE_PREFIX`]: namespaces of a lab (`kpct lab up`), kept until `kpct lab down`.
 pub const LAB_PREFIX: &str = "lab-";
 
-static LIVE: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+/// The namespaces this process owns, and whether it is shutting down. Creation holds the lock
+/// from before the name exists in /run/netns until the namespace is mounted there, and the
+/// signal handler takes it for good: so a namespace is either made before the handler cleans
+/// up (and removed by it) or never made at all.
+struct Registry {
+    live: BTreeSet<String>,
+    closing: bool,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    live: BTreeSet::new(),
+    closing: false,
+});
+
+/// The registry, even if a thread panicked while holding it (its set is still right: every
+/// change is a single insert or remove).
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
+    REGISTRY
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// A named network namespace owned by this process; removed on drop.
 #[derive(Debug)]
@@ -62,49 +82,26 @@ impl Netns {
         validate_name(name)?;
         std::fs::create_dir_all(NETNS_DIR).with_context(|| format!("creating {NETNS_DIR}"))?;
         let path = Path::new(NETNS_DIR).join(name);
-        // create_new: an existing file means a collision with another run; never reuse it.
-        File::options()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .with_context(|| {
-                format!(
-                    "creating {} (does a namespace of that name exist?)",
-                    path.display()
-                )
-            })?;
-        register(name);
-        let bind_target = path.clone();
-        let bound = std::thread::spawn(move || -> Result<()> {
-            unshare(CloneFlags::CLONE_NEWNET).context("unshare(CLONE_NEWNET)")?;
-            mount(
-                Some("/proc/thread-self/ns/net"),
-                &bind_target,
-                None::<&str>,
-                MsFlags::MS_BIND,
-                None::<&str>,
-            )
-            .with_context(|| {
-                format!(
-                    "bind-mounting the new namespace on {}",
-                    bind_target.display()
-                )
-            })
-        })
-        .join()
-        .map_err(|_| anyhow::anyhow!("namespace creation thread panicked"))?;
-        if let Err(e) = bound {
-            let _ = std::fs::remove_file(&path);
-            unregister(name);
-            return Err(e);
+        let mut registry = registry();
+        if registry.closing {
+            bail!("not creating namespace {name}: kpct is shutting down");
         }
-        let file = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
-        Ok(Netns {
-            name: name.to_string(),
-            path,
-            file,
-            keep: false,
-        })
+        // Registered before the file exists: a cleanup that wins the lock next removes it,
+        // however far creation got.
+        registry.live.insert(name.to_string());
+        match bind_new_namespace(&path) {
+            Ok(file) => Ok(Netns {
+                name: name.to_string(),
+                path,
+                file,
+                keep: false,
+            }),
+            Err(e) => {
+                unmount_and_unlink(&path);
+                registry.live.remove(name);
+                Err(e)
+            }
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -278,37 +275,69 @@ fn validate_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-fn register(name: &str) {
-    if let Ok(mut live) = LIVE.lock() {
-        live.insert(name.to_string());
-    }
+/// Creates `path` (never reusing one: an existing file is another run's) and binds a fresh
+/// network namespace on it; returns a handle on the namespace.
+fn bind_new_namespace(path: &Path) -> Result<File> {
+    File::options()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .with_context(|| {
+            format!(
+                "creating {} (does a namespace of that name exist?)",
+                path.display()
+            )
+        })?;
+    let bind_target = path.to_path_buf();
+    std::thread::spawn(move || -> Result<()> {
+        unshare(CloneFlags::CLONE_NEWNET).context("unshare(CLONE_NEWNET)")?;
+        mount(
+            Some("/proc/thread-self/ns/net"),
+            &bind_target,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .with_context(|| {
+            format!(
+                "bind-mounting the new namespace on {}",
+                bind_target.display()
+            )
+        })
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("namespace creation thread panicked"))??;
+    File::open(path).with_context(|| format!("opening {}", path.display()))
 }
 
 fn unregister(name: &str) {
-    if let Ok(mut live) = LIVE.lock() {
-        live.remove(name);
-    }
+    registry().live.remove(name);
 }
 
-/// Unmounts and unlinks `/run/netns/NAME`. The kernel frees the namespace, and every link in
-/// it, once nothing references it any more.
+/// Unmounts and unlinks a namespace file (either may already be gone). The kernel frees the
+/// namespace, and every link in it, once nothing references it any more.
+fn unmount_and_unlink(path: &Path) {
+    let _ = umount2(path, MntFlags::MNT_DETACH);
+    let _ = std::fs::remove_file(path);
+}
+
+/// Unmounts and unlinks `/run/netns/NAME` and forgets it.
 fn remove_named(name: &str) {
-    let path = Path::new(NETNS_DIR).join(name);
-    let _ = umount2(&path, MntFlags::MNT_DETACH);
-    let _ = std::fs::remove_file(&path);
-    unregister(name);
+    let mut registry = registry();
+    unmount_and_unlink(&Path::new(NETNS_DIR).join(name));
+    registry.live.remove(name);
 }
 
-/// Removes every namespace this process still owns. Called from the signal handler, where
-/// `Drop` will not run.
-pub fn remove_all_live() {
-    let names: Vec<String> = LIVE
-        .lock()
-        .map(|l| l.iter().cloned().collect())
-        .unwrap_or_default();
-    for name in names {
-        remove_named(&name);
+/// Removes every namespace this process still owns and refuses to create any more: what the
+/// signal handler does before exiting (`Drop` will not run then). Returns the registry still
+/// locked, so that no other thread can create a namespace until the process is gone.
+fn close_registry() -> std::sync::MutexGuard<'static, Registry> {
+    let mut registry = registry();
+    registry.closing = true;
+    for name in std::mem::take(&mut registry.live) {
+        unmount_and_unlink(&Path::new(NETNS_DIR).join(name));
     }
+    registry
 }
 
 /// Installs a SIGINT/SIGTERM/SIGHUP handler that removes this process's namespaces and exits
@@ -317,7 +346,7 @@ pub fn install_signal_cleanup() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let _ = ctrlc::set_handler(|| {
-            remove_all_live();
+            let _held_until_exit = close_registry();
             eprintln!("kpct: interrupted; removed this run's network namespaces");
             std::process::exit(130);
         });
@@ -364,7 +393,5 @@ pub fn remove_leftovers(names: &[String]) {
 
 /// Names in this process's registry (for tests asserting that nothing leaked).
 pub fn live_names() -> Vec<String> {
-    LIVE.lock()
-        .map(|l| l.iter().cloned().collect())
-        .unwrap_or_default()
+    registry().live.iter().cloned().collect()
 }

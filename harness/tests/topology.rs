@@ -245,3 +245,44 @@ async fn pod_ports_have_hairpin_mode_like_flannel() {
         }
     }
 }
+
+/// SIGINT, SIGTERM or SIGHUP at any point of a 200-pod build (namespaces being created,
+/// mounted, wired) leaves no namespace of that process behind: creation and the signal
+/// handler's cleanup take the same lock, so a namespace is made before the cleanup (and removed
+/// by it) or not at all.
+#[test]
+fn a_signal_at_any_point_of_a_large_build_leaves_nothing() {
+    use nix::sys::signal::{kill, Signal};
+    let signals = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
+    let mut interrupted = 0;
+    let delays = [0u64, 5, 15, 40, 80, 150, 250, 400, 600, 900, 1300];
+    for (i, delay) in delays.iter().enumerate() {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kpct"))
+            .args(["bench", "topology", "--nodes", "4", "--pods-per-node", "50"])
+            .args(["--rounds", "1"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("kpct starts");
+        let pid = child.id();
+        std::thread::sleep(Duration::from_millis(*delay));
+        let signal = signals[i % signals.len()];
+        let _ = kill(nix::unistd::Pid::from_raw(pid as i32), signal);
+        let status = child.wait().unwrap();
+        if status.code() == Some(130) {
+            interrupted += 1;
+        }
+        let left = remnants(&format!("kpct-{pid}-"));
+        assert_eq!(
+            left,
+            Vec::<String>::new(),
+            "{signal} after {delay} ms ({status})"
+        );
+    }
+    // Most signals must land mid-build for the test to mean anything.
+    assert!(
+        interrupted >= delays.len() - 2,
+        "only {interrupted} of {} runs were interrupted",
+        delays.len()
+    );
+}
