@@ -15,6 +15,7 @@ pub mod observe;
 pub mod output;
 pub mod parallel;
 pub mod probe;
+pub mod process_groups;
 pub mod programming;
 pub mod progress;
 pub mod proxier;

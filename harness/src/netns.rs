@@ -346,6 +346,8 @@ pub fn install_signal_cleanup() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let _ = ctrlc::set_handler(|| {
+            // Proxier processes first: they may hold a namespace open and could create more.
+            crate::process_groups::kill_all();
             let _held_until_exit = close_registry();
             eprintln!("kpct: interrupted; removed this run's network namespaces");
             std::process::exit(130);

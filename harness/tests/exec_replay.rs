@@ -346,3 +346,54 @@ fn replay_refuses_capture_files_that_are_not_regular_files() {
         );
     }
 }
+
+/// Whether process `pid` is gone (or a zombie nobody has reaped yet: it runs no more).
+fn finished(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X"),
+    }
+}
+
+/// A proxier whose script leaves a child running — hung past the timeout, or exited with the
+/// child in the background holding its stdout — neither hangs kpct nor leaves the child: the
+/// whole process group is killed.
+#[test]
+fn a_proxier_and_everything_it_started_end_with_its_run() {
+    for (case, script) in [
+        ("hung", "sleep 300 & echo $! > {dir}/child; wait"),
+        ("backgrounded", "sleep 300 & echo $! > {dir}/child; exit 0"),
+    ] {
+        let dir = scratch_dir(&format!("execgroup-{case}"));
+        let script = script.replace("{dir}", &dir.display().to_string());
+        let mut proxier = ExecProxier::new("sh", vec!["-c".into(), script]);
+        proxier.timeout = std::time::Duration::from_millis(500);
+        let (done, outcome) = std::sync::mpsc::channel();
+        // Not a scoped thread: if the run hangs, the test fails after 30 s instead of hanging.
+        std::thread::spawn(move || {
+            let (cluster, node) = scenario();
+            let ns = netns("execgroup");
+            let _ = done.send(proxier.run(&ns, &input_for(&cluster, &node)).map(|_| ()));
+        });
+        let result = outcome
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{case}: kpct still waits for the proxier after 30 s"));
+        match case {
+            "hung" => assert!(
+                matches!(result, Err(ExecError::Timeout { .. })),
+                "{result:?}"
+            ),
+            _ => assert!(result.is_ok(), "{case}: {result:?}"),
+        }
+        let child = std::fs::read_to_string(dir.join("child")).expect("the script started a child");
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            finished(&child),
+            "{case}: the proxier's child {child} still runs"
+        );
+    }
+}

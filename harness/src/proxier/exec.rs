@@ -11,8 +11,10 @@
 //!   iptables-restore, ipset, ipvsadm, ip ... — it already runs inside the namespace).
 //!
 //! Either way the harness reads the namespace's effective state back afterwards. A non-zero exit
-//! status, or running longer than the timeout (default 120 s), is an error naming the node and
-//! carrying the program's stderr.
+//! status, or running longer than the timeout (default 120 s, `KPCT_EXEC_TIMEOUT_S`), is an
+//! error naming the node and carrying the program's stderr. The program runs in its own process
+//! group: on a timeout, when it exits, and when kpct is interrupted, every process of that group
+//! is killed, so nothing it started in the background outlives its run for the node.
 //!
 //! The input document is described below (also in `harness/src/proxier/exec-schema.md`).
 //!
@@ -31,6 +33,25 @@ use std::time::{Duration, Instant};
 
 /// How long a proxier may run for one node unless configured otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Where the timeout is configured: whole seconds, at least 1.
+pub const TIMEOUT_VARIABLE: &str = "KPCT_EXEC_TIMEOUT_S";
+
+/// [`TIMEOUT_VARIABLE`] if set, else [`DEFAULT_TIMEOUT`].
+fn timeout_from_env() -> Result<Duration, ExecError> {
+    timeout_setting(std::env::var(TIMEOUT_VARIABLE).ok())
+}
+
+/// The timeout a value of [`TIMEOUT_VARIABLE`] sets (`None`: unset).
+fn timeout_setting(value: Option<String>) -> Result<Duration, ExecError> {
+    match value {
+        None => Ok(DEFAULT_TIMEOUT),
+        Some(v) => match v.trim().parse::<u64>() {
+            Ok(s) if s >= 1 => Ok(Duration::from_secs(s)),
+            _ => Err(ExecError::TimeoutSetting(v)),
+        },
+    }
+}
 
 /// An external proxier program.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +94,8 @@ fn stderr_part(stderr: &str) -> String {
 pub enum ExecError {
     #[error("exec proxier spec `{0}`: expected `exec:PROGRAM [ARGS...]`")]
     Spec(String),
+    #[error("{TIMEOUT_VARIABLE}=`{0}`: expected whole seconds, at least 1")]
+    TimeoutSetting(String),
     #[error("node {node}: cannot encode the proxier input: {source}")]
     Input {
         node: String,
@@ -144,7 +167,9 @@ impl ExecProxier {
         let program = words
             .next()
             .ok_or_else(|| ExecError::Spec(spec.to_string()))?;
-        Ok(ExecProxier::new(program, words.collect()))
+        let mut proxier = ExecProxier::new(program, words.collect());
+        proxier.timeout = timeout_from_env()?;
+        Ok(proxier)
     }
 
     fn command_line(&self) -> String {
@@ -177,7 +202,11 @@ impl ExecProxier {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        // Its own process group, so the timeout (and kpct's exit) reaches every process it
+        // starts; dropped — killed — once the program has exited and its output is read.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let mut child = cmd.spawn().map_err(|e| spawn_err(e.to_string()))?;
+        let group = crate::process_groups::Group::of_leader(child.id());
         // Pipes are drained on their own threads so a chatty program cannot block on a full
         // pipe while we wait for it to exit.
         let stdin = child.stdin.take();
@@ -213,7 +242,7 @@ impl ExecProxier {
             match child.try_wait() {
                 Ok(Some(status)) => break Some(status),
                 Ok(None) if started.elapsed() > self.timeout => {
-                    let _ = child.kill();
+                    group.kill();
                     let _ = child.wait();
                     break None;
                 }
@@ -221,6 +250,9 @@ impl ExecProxier {
                 Err(e) => return Err(spawn_err(format!("waiting for it: {e}"))),
             }
         };
+        // What it left running in the background would hold the pipes open: the program's run
+        // for this node is over, and so is everything it started.
+        group.kill();
         let _ = writer.join();
         let stdout = stdout.join().unwrap_or_default();
         let stderr = stderr.join().unwrap_or_default().trim().to_string();
@@ -297,6 +329,22 @@ impl ExecProxier {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_timeout_setting_takes_whole_seconds() {
+        assert_eq!(timeout_setting(None).unwrap(), DEFAULT_TIMEOUT);
+        assert_eq!(
+            timeout_setting(Some("7".into())).unwrap(),
+            Duration::from_secs(7)
+        );
+        for bad in ["0", "soon", "1.5", ""] {
+            assert_eq!(
+                timeout_setting(Some(bad.into())).unwrap_err().to_string(),
+                format!("KPCT_EXEC_TIMEOUT_S=`{bad}`: expected whole seconds, at least 1")
+            );
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -1,0 +1,50 @@
+//! The process groups of the proxier programs running now (`exec:`), so that a timeout, a
+//! signal to kpct or kpct's exit ends every process a proxier started, not only its first: a
+//! shell script's `sleep` would otherwise hold the output pipe (and the node's namespace) open
+//! after the script was killed.
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+static RUNNING: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+fn running() -> std::sync::MutexGuard<'static, BTreeSet<i32>> {
+    RUNNING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A process group led by a child spawned with `process_group(0)`; killed (SIGKILL) when
+/// dropped, so nothing of the proxier outlives its run for a node.
+pub struct Group(i32);
+
+impl Group {
+    /// The group of the child `pid` (which leads it).
+    pub fn of_leader(pid: u32) -> Group {
+        let id = pid as i32;
+        running().insert(id);
+        Group(id)
+    }
+
+    /// Sends SIGKILL to every process of the group (none left: nothing happens).
+    pub fn kill(&self) {
+        let _ = killpg(Pid::from_raw(self.0), Signal::SIGKILL);
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.kill();
+        running().remove(&self.0);
+    }
+}
+
+/// Kills every proxier process group still running: the signal handler's first step, before it
+/// removes the namespaces those processes hold.
+pub fn kill_all() {
+    for id in running().iter() {
+        let _ = killpg(Pid::from_raw(*id), Signal::SIGKILL);
+    }
+}
