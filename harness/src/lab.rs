@@ -102,7 +102,7 @@ fn existing_all(prefix: &str) -> Result<Vec<String>> {
 /// The design notes' troubleshooting commands that fit what `proxier` programs: IPVS mode's
 /// virtual servers, ipsets and kube-ipvs0, or iptables mode's chains.
 pub fn troubleshooting(proxier: &str) -> &'static [&'static str] {
-    if proxier.contains("ipvs") {
+    if crate::proxier::needs_ipvs(proxier) {
         &[
             "ipvsadm -Ln",
             "iptables -t nat -L KUBE-SERVICES -n -v",

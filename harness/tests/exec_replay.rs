@@ -1,5 +1,7 @@
 //! `exec:` and `replay:` proxiers against the real kernel (needs root; no IPVS).
 
+mod common;
+
 use kpct::cluster::{ClusterState, NodeContext};
 use kpct::netns::{install_signal_cleanup, Netns};
 use kpct::programming::{
@@ -396,4 +398,46 @@ fn a_proxier_and_everything_it_started_end_with_its_run() {
             "{case}: the proxier's child {child} still runs"
         );
     }
+}
+
+/// Whether a proxier needs IP_VS is decided by what it is, not by its spelling: an `exec:`
+/// script whose path says "ipvs" is not refused up front, a `replay:` capture holding IPVS
+/// services needs IP_VS.
+#[test]
+fn needing_ipvs_is_decided_by_the_proxier_not_its_name() {
+    use kpct::proxier::needs_ipvs;
+    let dir = scratch_dir("needs-ipvs");
+    std::fs::create_dir_all(dir.join("node-a")).unwrap();
+    let replay = format!("replay:{}", dir.display());
+    assert!(!needs_ipvs(&replay), "an empty capture");
+    std::fs::write(dir.join("node-a/ipvsadm-Sn"), "-A -t 10.96.0.10:80 -s rr\n").unwrap();
+    assert!(needs_ipvs(&replay), "a capture with an IPVS service");
+    assert!(needs_ipvs("kube-proxy-ipvs"));
+    assert!(!needs_ipvs("kube-proxy-iptables"));
+
+    // An exec proxier named like the IPVS one programs iptables only: kpct runs it.
+    let script = dir.join("kube-proxy-ipvs-lookalike.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nexec {FIXTURES}/exec/print-programming.sh\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    let spec = format!("exec:{}", script.display());
+    assert!(!needs_ipvs(&spec));
+    let out = common::kpct(&[
+        "run",
+        "--proxier",
+        &spec,
+        "--scenario",
+        "scenarios/clusterip-same-node.yaml",
+    ]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!stderr.contains("needs IP_VS"), "{stderr}");
+    assert!(stdout.contains("clusterip-same-node × exec:"), "{stdout}{stderr}");
 }

@@ -50,3 +50,14 @@ pub fn builtin(name: &str) -> Option<Box<dyn Proxier>> {
 
 /// Names accepted by [`builtin`].
 pub const BUILTIN: [&str; 2] = ["kube-proxy-ipvs", "kube-proxy-iptables"];
+
+/// Whether the proxier `spec` names needs IP_VS in the kernel, decided from what it is, not
+/// from its spelling: the IPVS built-in, or a `replay:` capture that holds IPVS services. An
+/// `exec:` proxier is only known by what it programs: one that writes IPVS services on a kernel
+/// without IP_VS fails when they are applied, saying so.
+pub fn needs_ipvs(spec: &str) -> bool {
+    if let Some(dir) = spec.strip_prefix("replay:") {
+        return replay::Replay::new(dir).captures_ipvs();
+    }
+    spec == "kube-proxy-ipvs"
+}

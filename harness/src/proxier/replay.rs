@@ -98,6 +98,16 @@ pub struct Loaded {
 }
 
 impl Replay {
+    /// Whether some node's capture holds an IPVS virtual service (an `-A` line).
+    pub fn captures_ipvs(&self) -> bool {
+        self.nodes().unwrap_or_default().iter().any(|node| {
+            read_optional(&self.dir.join(node).join(IPVS_FILE))
+                .ok()
+                .flatten()
+                .is_some_and(|(text, _)| text.lines().any(|l| l.trim_start().starts_with("-A ")))
+        })
+    }
+
     pub fn new(dir: impl Into<PathBuf>) -> Replay {
         Replay { dir: dir.into() }
     }

@@ -24,7 +24,7 @@ pub fn builtins(
     way_out: &str,
 ) -> Result<Vec<Box<dyn kpct::proxier::Proxier>>> {
     let names = or_builtins(names);
-    if names.iter().any(|n| n.contains("ipvs")) {
+    if names.iter().any(|n| kpct::proxier::needs_ipvs(n)) {
         ensure_ipvs(way_out)?;
     }
     names
@@ -48,7 +48,7 @@ pub fn builtin(name: &str, way_out: &str) -> Result<Box<dyn kpct::proxier::Proxi
             kpct::proxier::BUILTIN.join(", ")
         )
     })?;
-    if name.contains("ipvs") {
+    if kpct::proxier::needs_ipvs(name) {
         ensure_ipvs(way_out)?;
     }
     Ok(p)

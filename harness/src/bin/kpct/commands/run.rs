@@ -69,7 +69,7 @@ pub fn run(args: Args) -> Result<()> {
         .map(|n| proxiers::from_spec(n))
         .collect::<Result<Vec<_>>>()?;
     // Listing runs nothing, so it needs no IP_VS.
-    if names.iter().any(|n| n.contains("ipvs")) && !args.list {
+    if names.iter().any(|n| kpct::proxier::needs_ipvs(n)) && !args.list {
         proxiers::ensure_ipvs("run it through `sudo ci/kpct.sh run …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
     }
     let labels: Vec<String> = proxiers.iter().map(|p| p.label()).collect();

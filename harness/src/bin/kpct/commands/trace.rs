@@ -19,7 +19,7 @@ pub fn run(args: Args) -> Result<()> {
     let proxier = proxiers::chosen(args.proxier)?;
     let s = super::load(&args.scenario)?;
     let p = proxiers::from_spec(&proxier)?;
-    if proxier.contains("ipvs") {
+    if kpct::proxier::needs_ipvs(&proxier) {
         proxiers::ensure_ipvs("run it through `sudo ci/kpct.sh trace …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
     }
     let rt = tokio::runtime::Runtime::new()?;
