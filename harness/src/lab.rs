@@ -1,6 +1,6 @@
 //! Labs: a scenario's topology and programming left running for hands-on debugging.
 //!
-//! `lab up` builds under the stable prefix `kpct-lab-<scenario>-`, applies the proxier's
+//! `lab up` builds under the stable prefix `kpct-lab-<scenario>.`, applies the proxier's
 //! programming to every node and persists the namespaces; `lab down` removes them. Everything
 //! stays inside those namespaces, reachable with `ip netns exec`.
 
@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 pub struct Lab {
     pub scenario: String,
     pub proxier: String,
-    /// (role, namespace), e.g. ("node node-a", "kpct-lab-rke2-ipvs-node-node-node-a").
+    /// (role, namespace), e.g. ("node node-a", "kpct-lab-rke2-ipvs-node.node-node-a").
     pub namespaces: Vec<(String, String)>,
 }
 
@@ -74,7 +74,7 @@ pub fn list() -> Result<Vec<String>> {
     let mut labs: Vec<String> = existing_all(&marker)?
         .into_iter()
         .filter_map(|n| {
-            n.strip_suffix("-fabric")
+            n.strip_suffix(&format!("{}fabric", crate::topology::naming::LAB_SEPARATOR))
                 .and_then(|n| n.strip_prefix(&marker))
                 .map(str::to_string)
         })

@@ -422,8 +422,7 @@ fn needing_ipvs_is_decided_by_the_proxier_not_its_name() {
         format!("#!/bin/sh\nexec {FIXTURES}/exec/print-programming.sh\n"),
     )
     .unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let spec = format!("exec:{}", script.display());
     assert!(!needs_ipvs(&spec));
     let out = common::kpct(&[
@@ -439,5 +438,8 @@ fn needing_ipvs_is_decided_by_the_proxier_not_its_name() {
         String::from_utf8_lossy(&out.stderr),
     );
     assert!(!stderr.contains("needs IP_VS"), "{stderr}");
-    assert!(stdout.contains("clusterip-same-node × exec:"), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("clusterip-same-node × exec:"),
+        "{stdout}{stderr}"
+    );
 }

@@ -124,3 +124,96 @@ async fn needs_ipvs_lab_with_ipvs_proxier_answers_troubleshooting_commands() {
     )
     .await;
 }
+
+/// Lab names match exactly: `lab down X` leaves lab `X-more` up, `lab up X-more` is not refused
+/// because `X` is up, and `lab list` names both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lab_names_match_exactly() {
+    let short = format!("labname-{}", std::process::id());
+    let long = format!("{short}-more");
+    let (_g1, _g2) = (DownOnDrop(short.clone()), DownOnDrop(long.clone()));
+    let proxier = builtin("kube-proxy-iptables").unwrap();
+    kpct::lab::up(&scenario(&short), proxier.as_ref())
+        .await
+        .unwrap();
+    kpct::lab::up(&scenario(&long), proxier.as_ref())
+        .await
+        .expect("another lab whose name starts like an existing one");
+    let labs = kpct::lab::list().unwrap();
+    assert!(labs.contains(&short) && labs.contains(&long), "{labs:?}");
+    assert_eq!(kpct::lab::existing(&short).unwrap().len(), 3);
+    let removed = kpct::lab::down(&short).unwrap();
+    assert_eq!(removed.len(), 3, "{removed:?}");
+    assert_eq!(
+        kpct::lab::existing(&long).unwrap().len(),
+        3,
+        "the other lab is still up"
+    );
+    kpct::lab::down(&long).unwrap();
+}
+
+/// `lab up` interrupted at any point leaves nothing of the half-built lab (its namespaces are
+/// the process's own until the lab is complete), so the next `lab up` is not refused.
+#[test]
+fn an_interrupted_lab_up_leaves_nothing() {
+    let name = format!("labsig-{}", std::process::id());
+    let dir = std::env::temp_dir().join(&name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{name}.yaml"));
+    let pods: String = (0..40)
+        .map(|i| {
+            format!(
+                "    - {{ name: web-{i}, node: node-a, ip: 10.244.1.{}, labels: {{ app: web }}, ports: [{{ containerPort: 8080 }}] }}\n",
+                i + 10
+            )
+        })
+        .collect();
+    std::fs::write(
+        &file,
+        format!(
+            "# A lab to interrupt.\nname: {name}\ntopology:\n  underlay: 192.168.1.0/24\n  clusterCIDR: 10.244.0.0/16\n  nodes:\n    - {{ name: node-a, ip: 192.168.1.10, podCIDR: 10.244.1.0/24 }}\n  pods:\n{pods}services: []\n"
+        ),
+    )
+    .unwrap();
+    let _guard = DownOnDrop(name.clone());
+    let mut interrupted = 0;
+    for (i, delay) in [0u64, 20, 60, 120, 200, 300].iter().enumerate() {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kpct"))
+            .args([
+                "lab",
+                "up",
+                file.to_str().unwrap(),
+                "--proxier",
+                "kube-proxy-iptables",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(*delay));
+        let signal = [
+            nix::sys::signal::Signal::SIGINT,
+            nix::sys::signal::Signal::SIGTERM,
+        ][i % 2];
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal);
+        let status = child.wait().unwrap();
+        interrupted += usize::from(status.code() == Some(130));
+        let left = kpct::lab::existing(&name).unwrap();
+        if status.success() {
+            // Finished before the signal: a complete lab, taken down for the next round.
+            assert_eq!(left.len(), 42, "{left:?}");
+            kpct::lab::down(&name).unwrap();
+        } else {
+            assert_eq!(
+                left,
+                Vec::<String>::new(),
+                "{signal} after {delay} ms ({status})"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        interrupted >= 4,
+        "only {interrupted} of 6 lab ups were interrupted mid-way"
+    );
+}

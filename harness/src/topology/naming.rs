@@ -18,6 +18,9 @@ pub const FABRIC_BRIDGE: &str = "underlay0";
 pub const VXLAN_VNI: u32 = 1;
 pub const VXLAN_PORT: u16 = 8472;
 
+/// Ends a lab's prefix: not in any DNS label.
+pub const LAB_SEPARATOR: char = '.';
+
 /// The per-run prefix of namespace names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunPrefix(String);
@@ -30,10 +33,12 @@ impl RunPrefix {
         RunPrefix(format!("{SUITE_PREFIX}{}-{seq}-", std::process::id()))
     }
 
-    /// The fixed prefix of a lab: stable, so `ip netns exec` commands can be written down.
+    /// The fixed prefix of a lab: stable, so `ip netns exec` commands can be written down. It
+    /// ends in `.`, which no scenario name (a DNS label) contains, so one lab's prefix never
+    /// matches another's namespaces (`rke2` and `rke2-ipvs-node`).
     pub fn lab(scenario: &str) -> RunPrefix {
         RunPrefix(format!(
-            "{SUITE_PREFIX}{}{scenario}-",
+            "{SUITE_PREFIX}{}{scenario}{LAB_SEPARATOR}",
             crate::netns::LAB_PREFIX
         ))
     }
