@@ -373,17 +373,33 @@ pub fn leftovers(include_live: bool) -> Result<Vec<String>> {
         if rest.starts_with(LAB_PREFIX) && !include_live {
             continue;
         }
-        let owner_alive = rest
-            .split('-')
-            .next()
-            .and_then(|pid| pid.parse::<i32>().ok())
-            .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+        let owner_alive = rest.split('-').next().is_some_and(owner_is_alive);
         if include_live || !owner_alive {
             out.push(name);
         }
     }
     out.sort();
     Ok(out)
+}
+
+/// Whether the process named by `pid_start` (`<pid>_<start>`, see
+/// [`crate::topology::naming::owner_prefix`]) still runs: that pid exists *and* started at that
+/// time, so a later process that reuses the pid is not taken for the owner. A name of an older
+/// kpct without the start time falls back to the pid alone.
+fn owner_is_alive(pid_start: &str) -> bool {
+    use crate::topology::naming::process_start;
+    let (pid, start) = match pid_start.split_once('_') {
+        Some((pid, start)) => (pid, start.parse::<u64>().ok()),
+        None => (pid_start, None),
+    };
+    let Ok(pid) = pid.parse::<u32>() else {
+        return false;
+    };
+    match (process_start(pid), start) {
+        (None, _) => false,
+        (Some(now), Some(recorded)) => now == recorded,
+        (Some(_), None) => true,
+    }
 }
 
 /// Removes the given suite namespaces (see [`leftovers`]).

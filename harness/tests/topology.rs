@@ -272,7 +272,7 @@ fn a_signal_at_any_point_of_a_large_build_leaves_nothing() {
         if status.code() == Some(130) {
             interrupted += 1;
         }
-        let left = remnants(&format!("kpct-{pid}-"));
+        let left = remnants(&format!("kpct-{pid}_"));
         assert_eq!(
             left,
             Vec::<String>::new(),
@@ -285,4 +285,23 @@ fn a_signal_at_any_point_of_a_large_build_leaves_nothing() {
         "only {interrupted} of {} runs were interrupted",
         delays.len()
     );
+}
+
+/// `kpct cleanup` takes a namespace for a dead run's when its owner is gone — also when the pid
+/// in its name now belongs to another process (pid reuse): the start time recorded in the name
+/// differs. The namespaces of a live run are left alone.
+#[test]
+fn cleanup_tells_a_reused_pid_from_the_owner() {
+    kpct::netns::install_signal_cleanup();
+    let pid = std::process::id();
+    let mine = kpct::topology::naming::RunPrefix::next();
+    let own = kpct::netns::Netns::create(&format!("{}probe", mine.as_str())).unwrap();
+    // The same pid with another start time: a namespace left by an earlier process whose pid
+    // this test process now has.
+    let stale_name = format!("kpct-{pid}_1-0-probe");
+    let stale = kpct::netns::Netns::create(&stale_name).unwrap();
+    let leftovers = kpct::netns::leftovers(false).unwrap();
+    assert!(leftovers.contains(&stale_name), "{leftovers:?}");
+    assert!(!leftovers.iter().any(|n| n == own.name()), "{leftovers:?}");
+    drop((own, stale));
 }

@@ -2,8 +2,8 @@
 //!
 //! Interface names and MACs depend only on the scenario (never on the run), so the same scenario
 //! puts the same bytes on the wire every time. Namespace names carry a per-run prefix
-//! (`kpct-<pid>-<seq>-`) so parallel tests and concurrent runs never collide, and so `cleanup`
-//! can tell a crashed run's leftovers (dead pid) from a live one's.
+//! (`kpct-<pid>_<start>-<seq>-`) so parallel tests and concurrent runs never collide, and so
+//! `cleanup` can tell a crashed run's leftovers (that process is gone) from a live one's.
 
 use crate::netns::SUITE_PREFIX;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -18,6 +18,26 @@ pub const FABRIC_BRIDGE: &str = "underlay0";
 pub const VXLAN_VNI: u32 = 1;
 pub const VXLAN_PORT: u16 = 8472;
 
+/// `kpct-<pid>_<start>-`: what every namespace of process `pid` begins with. The start time
+/// (clock ticks after boot, `/proc/PID/stat` field 22) tells the process from a later one that
+/// got the same pid, so `kpct cleanup` never mistakes a dead run's leftovers for a live run's.
+pub fn owner_prefix(pid: u32) -> String {
+    let start = process_start(pid).unwrap_or(0);
+    format!("{SUITE_PREFIX}{pid}_{start}-")
+}
+
+/// When process `pid` started (clock ticks after boot), if it exists.
+pub fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name in parentheses (which may hold spaces): field 3 onwards.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(22 - 3)?
+        .parse()
+        .ok()
+}
+
 /// Ends a lab's prefix: not in any DNS label.
 pub const LAB_SEPARATOR: char = '.';
 
@@ -30,7 +50,7 @@ impl RunPrefix {
     pub fn next() -> RunPrefix {
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-        RunPrefix(format!("{SUITE_PREFIX}{}-{seq}-", std::process::id()))
+        RunPrefix(format!("{}{seq}-", owner_prefix(std::process::id())))
     }
 
     /// The fixed prefix of a lab: stable, so `ip netns exec` commands can be written down. It
@@ -118,7 +138,9 @@ mod tests {
         assert_ne!(a, b);
         assert!(a
             .as_str()
-            .starts_with(&format!("kpct-{}-", std::process::id())));
+            .starts_with(&format!("kpct-{}_", std::process::id())));
+        assert!(a.as_str().starts_with(&owner_prefix(std::process::id())));
+        assert!(process_start(std::process::id()).is_some_and(|t| t > 0));
         assert!(fabric_port_for_node(12).len() <= 15);
     }
 }
