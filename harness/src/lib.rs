@@ -19,6 +19,7 @@ pub mod process_groups;
 pub mod programming;
 pub mod progress;
 pub mod proxier;
+pub mod quote;
 pub mod record;
 pub mod report;
 pub mod run;

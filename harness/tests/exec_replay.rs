@@ -443,3 +443,41 @@ fn needing_ipvs_is_decided_by_the_proxier_not_its_name() {
         "{stdout}{stderr}"
     );
 }
+
+/// A proxier printing one huge line gets a short error: the line is quoted once, cut.
+#[test]
+fn a_huge_offending_line_is_quoted_short() {
+    let dir = scratch_dir("long-line");
+    let script = dir.join("long-line.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nprintf '*nat\\n:KUBE-X - [0:0]\\n-A KUBE-X -m comment --comment '\n\
+         head -c 4000000 /dev/zero | tr '\\0' a\nprintf '\\nCOMMIT\\n'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = common::kpct(&[
+        "run",
+        "--proxier",
+        &format!("exec:{}", script.display()),
+        "--scenario",
+        "scenarios/clusterip-same-node.yaml",
+    ]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("failed at table nat line 3: `-A KUBE-X -m comment --comment aaa"),
+        "{}",
+        &stdout[..stdout.len().min(2000)]
+    );
+    assert!(
+        stdout.contains("… (4000031 bytes in all)`"),
+        "{}",
+        &stdout[..stdout.len().min(2000)]
+    );
+    assert!(
+        out.stdout.len() + out.stderr.len() < 4000,
+        "{} bytes of output",
+        out.stdout.len()
+    );
+}

@@ -415,7 +415,7 @@ impl Applier {
                 input: Some(format!(
                     "table {} line {in_section}: `{}`",
                     table.name(),
-                    input_lines[n - 1]
+                    crate::quote::quote(input_lines[n - 1])
                 )),
                 item: item.clone(),
                 message: tool_message(&e.stderr),
@@ -515,9 +515,13 @@ fn apply_ipsets(ns: &Netns, p: &Programming) -> Result<(), StepError> {
                 input: Some(match item {
                     Item::SetEntry { set, entry } => format!(
                         "set {} entry `{}`",
-                        p.ipsets[*set].name, p.ipsets[*set].entries[*entry]
+                        p.ipsets[*set].name,
+                        crate::quote::quote(&p.ipsets[*set].entries[*entry])
                     ),
-                    _ => format!("`{}`", input.lines().nth(n - 1).unwrap_or_default()),
+                    _ => format!(
+                        "`{}`",
+                        crate::quote::quote(input.lines().nth(n - 1).unwrap_or_default())
+                    ),
                 }),
                 item: Some(item.clone()),
                 message: tool_message(&e.stderr),

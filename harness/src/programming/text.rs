@@ -157,7 +157,8 @@ pub fn parse_sections(
                 return Err(err(
                     lineno,
                     format!(
-                        "`{line}` inside section *{} (opened at line {start}): missing COMMIT",
+                        "`{}` inside section *{} (opened at line {start}): missing COMMIT",
+                        crate::quote::quote(line),
                         section.name()
                     ),
                 ));
@@ -210,7 +211,10 @@ pub fn parse_sections(
         } else {
             return Err(err(
                 lineno,
-                format!("`{line}` outside of a section (sections start with `*name`)"),
+                format!(
+                    "`{}` outside of a section (sections start with `*name`)",
+                    crate::quote::quote(line)
+                ),
             ));
         }
     }
@@ -308,7 +312,8 @@ fn parse_table_body(
             let rule = strip_rule_counters(line);
             if !rule.starts_with('-') {
                 return Err(err(format!(
-                    "`{line}` in table {} is neither a chain declaration (`:CHAIN POLICY`) nor a rule (`-A CHAIN ...`)",
+                    "`{}` in table {} is neither a chain declaration (`:CHAIN POLICY`) nor a rule (`-A CHAIN ...`)",
+                    crate::quote::quote(line),
                     table.name()
                 )));
             }
@@ -481,10 +486,14 @@ fn parse_delete_others(line: &str) -> Result<Vec<Ipv4Cidr>, String> {
         [] => Ok(Vec::new()),
         [list] => list
             .split(',')
-            .map(|c| c.parse::<Ipv4Cidr>().map_err(|e| format!("`{line}`: {e}")))
+            .map(|c| {
+                c.parse::<Ipv4Cidr>()
+                    .map_err(|e| format!("`{}`: {e}", crate::quote::quote(line)))
+            })
             .collect(),
         _ => Err(format!(
-            "`{line}`: expected `--delete-others` or `--delete-others CIDR[,CIDR...]` (the kept ones)"
+            "`{}`: expected `--delete-others` or `--delete-others CIDR[,CIDR...]` (the kept ones)",
+            crate::quote::quote(line)
         )),
     }
 }
@@ -504,12 +513,17 @@ fn parse_timeouts(line: &str) -> Result<Timeouts, String> {
     let words: Vec<&str> = line.split_whitespace().skip(1).collect();
     let [tcp, tcp_fin, udp] = words.as_slice() else {
         return Err(format!(
-            "`{line}`: expected `--set TCP TCPFIN UDP` (three timeouts in seconds)"
+            "`{}`: expected `--set TCP TCPFIN UDP` (three timeouts in seconds)",
+            crate::quote::quote(line)
         ));
     };
     let secs = |w: &str| {
-        w.parse::<u32>()
-            .map_err(|_| format!("`{line}`: `{w}` is not a number of seconds"))
+        w.parse::<u32>().map_err(|_| {
+            format!(
+                "`{}`: `{w}` is not a number of seconds",
+                crate::quote::quote(line)
+            )
+        })
     };
     Ok(Timeouts {
         tcp: secs(tcp)?,
@@ -530,7 +544,7 @@ fn parse_ipvs_servers(
             .get(e.line.wrapping_sub(1))
             .map(|(n, _)| *n)
             .unwrap_or(0),
-        message: format!("{}: `{}`", e.message, e.text.trim()),
+        message: format!("{}: `{}`", e.message, crate::quote::quote(e.text.trim())),
     })?;
     let servers: Vec<VirtualServer> = table
         .into_iter()
@@ -665,7 +679,7 @@ pub(crate) fn parse_sysctl_body(
 fn parse_sysctl_line(line: &str) -> Result<(String, String), String> {
     let (key, value) = line
         .split_once('=')
-        .ok_or_else(|| format!("`{line}` is not `key=value`"))?;
+        .ok_or_else(|| format!("`{}` is not `key=value`", crate::quote::quote(line)))?;
     let (key, value) = (key.trim(), value.trim());
     let key_ok = !key.is_empty()
         && key

@@ -133,16 +133,6 @@ pub(crate) fn check(s: &Scenario, known: KnownProxiers<'_>) -> Vec<Issue> {
 /// more would run for many minutes; no expectation needs nearly as many.
 const MAX_REPEAT: u32 = 1000;
 
-/// A name as an error message can show it: control characters (an ESC, a newline) escaped,
-/// at most 80 characters.
-fn shown(name: &str) -> String {
-    let escaped: String = name.escape_debug().collect();
-    match escaped.char_indices().nth(80) {
-        Some((cut, _)) => format!("{}…", &escaped[..cut]),
-        None => escaped,
-    }
-}
-
 /// `namespace/name` or `name` (in `default`), as probes and expectations refer to objects.
 pub(crate) fn split_ref(reference: &str) -> (&str, &str) {
     reference.split_once('/').unwrap_or(("default", reference))
@@ -245,7 +235,7 @@ impl<'a> Checker<'a> {
                 format!(
                     "{what} `{}` is not a DNS label (1-63 characters: lower-case letters, \
                      digits and '-', starting and ending with a letter or digit)",
-                    shown(name)
+                    crate::quote::quote(name)
                 ),
             );
         }
