@@ -633,3 +633,24 @@ fn netlink_says_whether_a_namespace_holds_tables_and_sets() {
         .unwrap();
     assert_eq!(holds_no_ip_tables(&other), Some(false), "an ip table");
 }
+
+/// A sysctl the kernel will not let anyone write (read-only) fails the apply, but changed
+/// nothing: undoing it must not report an incomplete rollback. The sysctl written before it is
+/// put back.
+#[test]
+fn a_refused_sysctl_rolls_back_cleanly() {
+    let ns = netns("badsysctl");
+    let mut bad = Programming::default();
+    bad.sysctls.insert("net.ipv4.ip_forward".into(), "1".into());
+    bad.sysctls.insert(
+        "net.ipv4.tcp_available_congestion_control".into(),
+        "reno".into(),
+    );
+    let err = fails_and_rolls_back(&ns, &bad, None, Step::Sysctls);
+    assert!(
+        err.contains("sysctl net.ipv4.tcp_available_congestion_control=reno"),
+        "{err}"
+    );
+    assert!(!err.contains("ROLLBACK INCOMPLETE"), "{err}");
+    assert_eq!(ns.get_sysctl("net.ipv4.ip_forward").unwrap(), "0");
+}

@@ -481,3 +481,29 @@ fn a_huge_offending_line_is_quoted_short() {
         out.stdout.len()
     );
 }
+
+/// A replay whose directory is missing is refused when it is named, and a node directory that
+/// holds no capture file (here a link to /etc) is an error, not an empty node.
+#[test]
+fn replay_refuses_a_missing_directory_and_an_empty_node() {
+    let missing = Replay::from_spec("replay:/nonexistent/capture").unwrap_err();
+    assert_eq!(
+        missing.to_string(),
+        "replay: /nonexistent/capture is not a directory (expected one subdirectory per node)"
+    );
+    let dir = scratch_dir("replay-etc");
+    std::os::unix::fs::symlink("/etc", dir.join("node-a")).unwrap();
+    let err = Replay::new(&dir)
+        .load("node-a")
+        .err()
+        .map(|e| e.to_string());
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        err.unwrap_or_default(),
+        format!(
+            "no capture for node node-a: {}/node-a holds none of the capture files \
+             (iptables-save, ipset-save, ipvsadm-Sn, kube-ipvs0, sysctl)",
+            dir.display()
+        )
+    );
+}

@@ -128,10 +128,14 @@ pub(super) fn roll_back(
             Step::Sysctls => {
                 let mut errs = Vec::new();
                 for (k, v) in &before.sysctls {
-                    if let Some(v) = v {
-                        if let Err(e) = ns.set_sysctl(k, v) {
-                            errs.push(format!("{e:#}"));
-                        }
+                    // Only what changed: a sysctl whose write was refused still holds its value,
+                    // and writing it again would fail the same way.
+                    let Some(v) = v else { continue };
+                    if ns.get_sysctl(k).ok().as_ref() == Some(v) {
+                        continue;
+                    }
+                    if let Err(e) = ns.set_sysctl(k, v) {
+                        errs.push(format!("{e:#}"));
                     }
                 }
                 if errs.is_empty() {

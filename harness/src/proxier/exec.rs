@@ -37,6 +37,19 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Where the timeout is configured: whole seconds, at least 1.
 pub const TIMEOUT_VARIABLE: &str = "KPCT_EXEC_TIMEOUT_S";
 
+/// Whether `program` (a path, or a name looked up in `PATH`) is an executable file.
+fn is_executable(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return runnable(std::path::Path::new(program));
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| runnable(&dir.join(program))))
+}
+
 /// [`TIMEOUT_VARIABLE`] if set, else [`DEFAULT_TIMEOUT`].
 fn timeout_from_env() -> Result<Duration, ExecError> {
     timeout_setting(std::env::var(TIMEOUT_VARIABLE).ok())
@@ -96,6 +109,8 @@ pub enum ExecError {
     Spec(String),
     #[error("{TIMEOUT_VARIABLE}=`{0}`: expected whole seconds, at least 1")]
     TimeoutSetting(String),
+    #[error("exec proxier `{0}`: no such executable file (a path, or a program in PATH)")]
+    NoProgram(String),
     #[error("node {node}: cannot encode the proxier input: {source}")]
     Input {
         node: String,
@@ -167,6 +182,10 @@ impl ExecProxier {
         let program = words
             .next()
             .ok_or_else(|| ExecError::Spec(spec.to_string()))?;
+        // Checked before anything is built: a mistyped program fails at once.
+        if !is_executable(&program) {
+            return Err(ExecError::NoProgram(program));
+        }
         let mut proxier = ExecProxier::new(program, words.collect());
         proxier.timeout = timeout_from_env()?;
         Ok(proxier)
@@ -365,10 +384,26 @@ mod tests {
 
     #[test]
     fn parses_specs() {
-        let p = ExecProxier::from_spec("exec:./x.sh --flag 1").unwrap();
-        assert_eq!(p.program, "./x.sh");
+        let p = ExecProxier::from_spec("exec:sh --flag 1").unwrap();
+        assert_eq!(p.program, "sh");
         assert_eq!(p.args, ["--flag", "1"]);
+        assert!(ExecProxier::from_spec("exec:/bin/sh").is_ok());
         assert!(ExecProxier::from_spec("exec:").is_err());
+        // A missing program is refused by name before anything is built.
+        for missing in [
+            "./no-such-proxier.sh",
+            "no-such-proxier-in-path",
+            "/etc/passwd",
+        ] {
+            assert_eq!(
+                ExecProxier::from_spec(&format!("exec:{missing} --x"))
+                    .unwrap_err()
+                    .to_string(),
+                format!(
+                    "exec proxier `{missing}`: no such executable file (a path, or a program in PATH)"
+                )
+            );
+        }
         assert!(ExecProxier::from_spec("replay:x").is_err());
     }
 }

@@ -35,6 +35,15 @@ pub const IPVS_FILE: &str = "ipvsadm-Sn";
 pub const ADDRESSES_FILE: &str = "kube-ipvs0";
 pub const SYSCTL_FILE: &str = "sysctl";
 
+/// Every file a node's capture may hold.
+pub const CAPTURE_FILES: [&str; 5] = [
+    IPTABLES_FILE,
+    IPSET_FILE,
+    IPVS_FILE,
+    ADDRESSES_FILE,
+    SYSCTL_FILE,
+];
+
 /// The sysctls that decide how a proxier's rules behave, which a capture records where the
 /// kernel has them: iptables mode's `route_localnet` (pkg/proxy/iptables/proxier.go, for
 /// localhost NodePorts), IPVS mode's `sysctlVSConnTrack`, `sysctlExpireNoDestConn`,
@@ -70,6 +79,13 @@ pub enum ReplayError {
     },
     #[error("no capture for node {node}: {path} is not a directory")]
     NoNode { node: String, path: PathBuf },
+    #[error(
+        "no capture for node {node}: {path} holds none of the capture files ({})",
+        CAPTURE_FILES.join(", ")
+    )]
+    EmptyNode { node: String, path: PathBuf },
+    #[error("replay: {path} is not a directory (expected one subdirectory per node)")]
+    NoDirectory { path: PathBuf },
     #[error(transparent)]
     Text(#[from] TextError),
     #[error(transparent)]
@@ -115,7 +131,14 @@ impl Replay {
     /// Parses `replay:DIRECTORY`.
     pub fn from_spec(spec: &str) -> Result<Replay, ReplayError> {
         match spec.strip_prefix("replay:") {
-            Some(dir) if !dir.trim().is_empty() => Ok(Replay::new(dir.trim())),
+            // Checked before anything is built: a mistyped directory fails at once.
+            Some(dir) if !dir.trim().is_empty() => {
+                let replay = Replay::new(dir.trim());
+                if !replay.dir.is_dir() {
+                    return Err(ReplayError::NoDirectory { path: replay.dir });
+                }
+                Ok(replay)
+            }
             _ => Err(ReplayError::Spec(spec.to_string())),
         }
     }
@@ -142,6 +165,14 @@ impl Replay {
         let dir = self.dir.join(node);
         if !dir.is_dir() {
             return Err(ReplayError::NoNode {
+                node: node.to_string(),
+                path: dir,
+            });
+        }
+        // A node directory that holds none of them is a mistake (a typo, a link to the wrong
+        // place), not a node without programming: every real node has an iptables-save.
+        if !CAPTURE_FILES.iter().any(|f| dir.join(f).exists()) {
+            return Err(ReplayError::EmptyNode {
                 node: node.to_string(),
                 path: dir,
             });
