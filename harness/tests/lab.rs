@@ -1,6 +1,8 @@
 //! `lab up` leaves a programmed topology reachable with `ip netns exec`, where the design
 //! notes' troubleshooting commands work; `lab down` removes all of it.
 
+mod common;
+
 use kpct::caps::require_ipvs;
 use kpct::proxier::builtin;
 use std::process::Command;
@@ -178,14 +180,8 @@ fn an_interrupted_lab_up_leaves_nothing() {
     let _guard = DownOnDrop(name.clone());
     let mut interrupted = 0;
     for (i, delay) in [0u64, 20, 60, 120, 200, 300].iter().enumerate() {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kpct"))
-            .args([
-                "lab",
-                "up",
-                file.to_str().unwrap(),
-                "--proxier",
-                "kube-proxy-iptables",
-            ])
+        let mut child = common::kpct_command(&["lab", "up", file.to_str().unwrap()])
+            .args(["--proxier", "kube-proxy-iptables"])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()

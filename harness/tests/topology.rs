@@ -257,9 +257,8 @@ fn a_signal_at_any_point_of_a_large_build_leaves_nothing() {
     let mut interrupted = 0;
     let delays = [0u64, 5, 15, 40, 80, 150, 250, 400, 600, 900, 1300];
     for (i, delay) in delays.iter().enumerate() {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kpct"))
-            .args(["bench", "topology", "--nodes", "4", "--pods-per-node", "50"])
-            .args(["--rounds", "1"])
+        let mut child = common::kpct_command(&["bench", "topology", "--nodes", "4"])
+            .args(["--pods-per-node", "50", "--rounds", "1"])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()

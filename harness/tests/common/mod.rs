@@ -146,9 +146,15 @@ pub fn drop_sctp(p: &mut Programming) -> anyhow::Result<()> {
 
 /// The `kpct` binary under test, run from the repository root with `args`.
 pub fn kpct(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_kpct"))
+    kpct_command(args).output().expect("kpct runs")
+}
+
+/// The `kpct` command under test, from the repository root, for a test that spawns it (e.g. to
+/// signal it).
+pub fn kpct_command(args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_kpct"));
+    command
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .args(args)
-        .output()
-        .expect("kpct runs")
+        .args(args);
+    command
 }
