@@ -349,16 +349,23 @@ fn replay_refuses_capture_files_that_are_not_regular_files() {
     }
 }
 
-/// Whether process `pid` is gone (or a zombie nobody has reaped yet: it runs no more).
-fn finished(pid: &str) -> bool {
-    match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().next())
-            .is_some_and(|state| state == "Z" || state == "X"),
-    }
+/// Whether some process runs the command line `args` (seen from this PID namespace; a zombie
+/// nobody has reaped yet runs no more).
+fn runs(args: &[&str]) -> bool {
+    let wanted: Vec<u8> = args
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let dir = e.path();
+        let zombie = std::fs::read_to_string(dir.join("stat")).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next())
+                .is_some_and(|state| state == "Z" || state == "X")
+        });
+        !zombie && std::fs::read(dir.join("cmdline")).is_ok_and(|c| c == wanted)
+    })
 }
 
 /// A proxier whose script leaves a child running — hung past the timeout, or exited with the
@@ -366,9 +373,13 @@ fn finished(pid: &str) -> bool {
 /// whole process group is killed.
 #[test]
 fn a_proxier_and_everything_it_started_end_with_its_run() {
-    for (case, script) in [
-        ("hung", "sleep 300 & echo $! > {dir}/child; wait"),
-        ("backgrounded", "sleep 300 & echo $! > {dir}/child; exit 0"),
+    for (case, script, child) in [
+        ("hung", "sleep 3001 & echo $! > {dir}/child; wait", "3001"),
+        (
+            "backgrounded",
+            "sleep 3002 & echo $! > {dir}/child; exit 0",
+            "3002",
+        ),
     ] {
         let dir = scratch_dir(&format!("execgroup-{case}"));
         let script = script.replace("{dir}", &dir.display().to_string());
@@ -391,11 +402,14 @@ fn a_proxier_and_everything_it_started_end_with_its_run() {
             ),
             _ => assert!(result.is_ok(), "{case}: {result:?}"),
         }
-        let child = std::fs::read_to_string(dir.join("child")).expect("the script started a child");
+        assert!(
+            dir.join("child").exists(),
+            "{case}: the script started its child"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(
-            finished(&child),
-            "{case}: the proxier's child {child} still runs"
+            !runs(&["sleep", child]),
+            "{case}: the proxier's child still runs"
         );
     }
 }
@@ -506,4 +520,59 @@ fn replay_refuses_a_missing_directory_and_an_empty_node() {
             dir.display()
         )
     );
+}
+
+/// An `exec:` proxier is confined to its node: it tries to enter the root namespace through its
+/// parent's `/proc/PID/ns/net`, another node's namespace through `/run/netns`, to load a kernel
+/// module and to write a host-wide sysctl, and every attempt fails; it holds none of
+/// SYS_MODULE, SYS_ADMIN, SYS_PTRACE, and every process it can see is in its node's network
+/// namespace. It still writes its own node's net.* sysctls.
+#[test]
+fn an_exec_proxier_cannot_leave_its_node() {
+    let (cluster, node) = scenario();
+    let ns = netns("confined");
+    let other = netns("confined-other");
+    let dir = scratch_dir("confined");
+    let report = dir.join("report");
+    let script = dir.join("escape.sh");
+    std::fs::write(
+        &script,
+        format!(
+            r#"#!/bin/sh
+exec > {report} 2>&1
+try() {{ if "$@" >/dev/null 2>&1; then echo "ESCAPED: $*"; else echo "refused: $*"; fi; }}
+try nsenter --net=/proc/$PPID/ns/net true
+try nsenter --net=/run/netns/{other} true
+try test -e /run/netns/{other}
+try python3 -c 'import ctypes,sys; ctypes.CDLL(None,use_errno=True).syscall(313,-1,b"",0); sys.exit(ctypes.get_errno() in (1,38))'
+try python3 -c 'import sys; e=int(open("/proc/self/status").read().split("CapEff:")[1].split()[0],16); sys.exit(not e & (1<<16 | 1<<21 | 1<<19))'
+v=$(cat /proc/sys/vm/swappiness); try sh -c "echo $v > /proc/sys/vm/swappiness"
+echo "net namespaces seen: $(for p in /proc/[0-9]*; do readlink $p/ns/net; done | sort -u | tr '\n' ' ')"
+echo 1 > /proc/sys/net/ipv4/ip_forward && echo "own sysctl: written"
+"#,
+            report = report.display(),
+            other = other.name()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let outcome = ExecProxier::new(script.display().to_string(), vec![])
+        .run(&ns, &input_for(&cluster, &node));
+    let text = std::fs::read_to_string(&report).unwrap_or_default();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        matches!(outcome, Ok(ExecOutcome::SelfProgrammed)),
+        "{outcome:?}\n{text}"
+    );
+    assert!(!text.contains("ESCAPED"), "{text}");
+    // finit_module fails with EPERM without CAP_SYS_MODULE (ENOSYS on a kernel without module
+    // support, as on some CI hosts); the capability check says which capability it lacks.
+    assert_eq!(text.matches("refused: ").count(), 6, "{text}");
+    let own = std::fs::metadata(ns.path()).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+    assert!(
+        text.contains(&format!("net namespaces seen: net:[{}] \n", own.unwrap())),
+        "every process it sees is in its node's namespace: {text}"
+    );
+    assert!(text.contains("own sysctl: written"), "{text}");
+    assert_eq!(ns.get_sysctl("net.ipv4.ip_forward").unwrap(), "1");
 }

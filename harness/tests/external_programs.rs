@@ -29,8 +29,6 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
     ),
     ("harness/src/programming/tools.rs", "program", &[]),
     ("harness/src/caps.rs", "program", &[]),
-    // The user's `exec:` command: not ours to install.
-    ("harness/src/proxier/exec.rs", "&self.program", &[]),
     // A replay capture's tools, passed through a closure.
     ("harness/src/proxier/replay.rs", "program", &[]),
     (

@@ -2,7 +2,8 @@
 //!
 //! The program runs once per node, **inside that node's network namespace**, with the
 //! [`ProxierInput`] JSON (schema below) on stdin and the environment variables `KPCT_NODE` (node
-//! name) and `KPCT_NETNS` (namespace name, as `ip netns` knows it). It then either
+//! name) and `KPCT_NETNS` (the namespace's name, for messages: `/run/netns` is hidden from it,
+//! see [`CONFINEMENT`]). It then either
 //!
 //! * prints a programming on stdout in the text format of [`crate::programming::text`]
 //!   (`*nat` ... `COMMIT`, `*ipset`, `*ipvs`, `*addresses`, `*sysctl`), which the harness
@@ -33,6 +34,34 @@ use std::time::{Duration, Instant};
 
 /// How long a proxier may run for one node unless configured otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How a proxier program is started, confined to its node (`unshare … sh -c SCRIPT kpct-confined
+/// PROGRAM ARGS…`, from util-linux): a mount namespace of its own where `/run/netns` is an empty
+/// tmpfs (no other node's namespace to enter) and `/proc/sys` is read-only except
+/// `/proc/sys/net` (its own node's sysctls, which proxiers set); a PID namespace of its own, with
+/// its own `/proc`, where it is PID 1 (no other process's `/proc/PID/ns` to enter; when it exits,
+/// everything it started dies with it); and only the capabilities proxier tools need (NET_ADMIN
+/// and NET_RAW for iptables, ipset, ipvsadm and ip; NET_BIND_SERVICE): no SYS_ADMIN (no setns,
+/// no mount), no SYS_MODULE, no SYS_PTRACE.
+const CONFINEMENT: &[&str] = &[
+    "--mount",
+    "--pid",
+    "--fork",
+    "--kill-child",
+    "--mount-proc",
+    "--propagation",
+    "private",
+    "--",
+    "sh",
+    "-c",
+    "mount -t tmpfs -o size=16k,mode=0755 kpct-hidden /run/netns \
+     && mount --bind /proc/sys/net /proc/sys/net \
+     && mount --rbind /proc/sys /proc/sys \
+     && mount -o remount,bind,ro /proc/sys \
+     && exec setpriv --bounding-set=-all,+net_admin,+net_raw,+net_bind_service \
+          --inh-caps=-all --ambient-caps=-all -- \"$@\"",
+    "kpct-confined",
+];
 
 /// Where the timeout is configured: whole seconds, at least 1.
 pub const TIMEOUT_VARIABLE: &str = "KPCT_EXEC_TIMEOUT_S";
@@ -213,9 +242,11 @@ impl ExecProxier {
             message,
         };
         let mut cmd = ns
-            .command(&self.program)
+            .command("unshare")
             .map_err(|e| spawn_err(format!("{e:#}")))?;
-        cmd.args(&self.args)
+        cmd.args(CONFINEMENT)
+            .arg(&self.program)
+            .args(&self.args)
             .env("KPCT_NODE", &node)
             .env("KPCT_NETNS", ns.name())
             .stdin(Stdio::piped())
