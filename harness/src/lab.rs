@@ -19,6 +19,17 @@ pub struct Lab {
     pub proxier: String,
     /// (role, namespace), e.g. ("node node-a", "kpct-lab-rke2-ipvs-node.node-node-a").
     pub namespaces: Vec<(String, String)>,
+    /// Whether kpct's echo backends (and health-check listeners) serve in it: only while the
+    /// `lab up --backends` that started them runs.
+    pub serving: bool,
+}
+
+/// Whether `lab up` starts the scenario's echo backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backends {
+    None,
+    /// Serving until the returned [`crate::backends::Backends`] is dropped (the process ends).
+    Serve,
 }
 
 fn prefix(scenario: &str) -> String {
@@ -32,6 +43,16 @@ pub fn existing(scenario: &str) -> Result<Vec<String>> {
 
 /// Builds and programs the lab of `scenario`, leaving it up.
 pub async fn up(scenario: &Scenario, proxier: &dyn Proxier) -> Result<Lab> {
+    Ok(up_with(scenario, proxier, Backends::None).await?.0)
+}
+
+/// [`up`], and with [`Backends::Serve`] the scenario's echo backends and health-check
+/// listeners, as a run starts them; they serve for as long as the returned value lives.
+pub async fn up_with(
+    scenario: &Scenario,
+    proxier: &dyn Proxier,
+    backends: Backends,
+) -> Result<(Lab, Option<crate::backends::Backends>)> {
     if !existing(&scenario.name)?.is_empty() {
         bail!(
             "a lab for {} is already up; `kpct lab down {}` first",
@@ -53,12 +74,29 @@ pub async fn up(scenario: &Scenario, proxier: &dyn Proxier) -> Result<Lab> {
             )
         })?;
     }
+    let serving = match backends {
+        Backends::None => None,
+        Backends::Serve => {
+            let mut serving = crate::backends::Backends::start(&topo, &scenario.topology.pods)?;
+            let health_checks: std::collections::BTreeSet<u16> = cluster
+                .service_ports
+                .iter()
+                .filter_map(|sp| sp.health_check_node_port)
+                .collect();
+            serving.serve_health_checks(&topo, &Vec::from_iter(health_checks))?;
+            Some(serving)
+        }
+    };
     // Only once everything applied: a failure above drops (removes) the half-built lab.
-    Ok(Lab {
-        scenario: scenario.name.clone(),
-        proxier: proxier.name().to_string(),
-        namespaces: topo.persist(),
-    })
+    Ok((
+        Lab {
+            scenario: scenario.name.clone(),
+            proxier: proxier.name().to_string(),
+            namespaces: topo.persist(),
+            serving: serving.is_some(),
+        },
+        serving,
+    ))
 }
 
 /// Removes the lab of `scenario`; returns the namespaces removed.
@@ -139,12 +177,21 @@ pub fn instructions(lab: &Lab) -> String {
         }
     }
     // `kpct run` serves the echo backends only while its probes run; a lab outlives kpct.
-    let _ = writeln!(
-        out,
-        "\nno backends are running: the pods have their addresses and routes but nothing listens \
-         in them (kpct serves its echo backends only during a run); start a server in a pod's \
-         namespace to try connections"
-    );
+    if lab.serving {
+        let _ = writeln!(
+            out,
+            "\nbackends are serving: every pod port answers (TCP with `client=ADDR pod=NAME`, UDP \
+             echoes), and the nodes' healthCheckNodePorts listen, until you stop this command \
+             (Ctrl-C); the lab stays up after that, without them"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "\nno backends are running: the pods have their addresses and routes but nothing \
+             listens in them (kpct serves its echo backends only during a run, or while `kpct lab \
+             up --backends` runs); start a server in a pod's namespace to try connections"
+        );
+    }
     let _ = writeln!(out, "\nremove it with: kpct lab down {}", lab.scenario);
     out
 }

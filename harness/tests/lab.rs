@@ -213,3 +213,95 @@ fn an_interrupted_lab_up_leaves_nothing() {
         "only {interrupted} of 6 lab ups were interrupted mid-way"
     );
 }
+
+/// `lab up --backends` serves the scenario's echo backends until it is stopped: a connection to
+/// the pod, and to the Service through the proxier's rules, is answered by the pod; after
+/// Ctrl-C the lab stays up, without them.
+#[test]
+fn lab_up_with_backends_serves_until_stopped() {
+    use std::io::BufRead;
+    let name = format!("labserve-{}", std::process::id());
+    let dir = std::env::temp_dir().join(&name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{name}.yaml"));
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../scenarios/hairpin-nodeport.yaml"
+    ))
+    .unwrap();
+    std::fs::write(
+        &file,
+        text.replace("name: hairpin-nodeport", &format!("name: {name}")),
+    )
+    .unwrap();
+    let _guard = DownOnDrop(name.clone());
+    let mut child = common::kpct_command(&["lab", "up", file.to_str().unwrap()])
+        .args(["--proxier", "kube-proxy-iptables", "--backends"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines.send(line);
+        }
+    });
+    let mut printed = Vec::new();
+    while !printed
+        .iter()
+        .any(|l: &String| l.contains("backends are serving"))
+    {
+        let line = seen
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("lab up --backends printed only {printed:#?}"));
+        printed.push(line);
+    }
+    let node = kpct::lab::existing(&name)
+        .unwrap()
+        .into_iter()
+        .find(|n| n.ends_with(".node-node-a"))
+        .expect("node-a's namespace");
+    let connect = |ip: &str, port: u16| {
+        let script = format!(
+            "import socket; s=socket.create_connection(('{ip}',{port}),3); print(s.recv(200).decode())"
+        );
+        Command::new("ip")
+            .args(["netns", "exec", &node, "python3", "-c", &script])
+            .output()
+            .unwrap()
+    };
+    let web = kpct::scenario::load(&file).unwrap();
+    let pod = &web.topology.pods[0];
+    let port = pod.ports[0].container_port;
+    let direct = connect(&pod.ip.to_string(), port);
+    assert!(
+        String::from_utf8_lossy(&direct.stdout).contains(&format!("pod={}", pod.name)),
+        "{direct:?}"
+    );
+    let sp = &kpct::scenario::cluster_state(&web).service_ports[0];
+    let via_service = connect(&sp.cluster_ip.unwrap().to_string(), sp.port);
+    assert!(
+        String::from_utf8_lossy(&via_service.stdout).contains("pod="),
+        "{via_service:?}"
+    );
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert!(
+        !kpct::lab::existing(&name).unwrap().is_empty(),
+        "the lab stays up"
+    );
+    assert!(
+        !connect(&pod.ip.to_string(), port).status.success(),
+        "nothing serves any more"
+    );
+    kpct::lab::down(&name).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

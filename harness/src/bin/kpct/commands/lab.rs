@@ -18,6 +18,10 @@ enum Action {
         /// kube-proxy-iptables (and a note saying so).
         #[arg(long)]
         proxier: Option<String>,
+        /// Also start the scenario's echo backends and health-check listeners, and keep them
+        /// serving until this command is stopped (Ctrl-C); the lab stays up after that.
+        #[arg(long)]
+        backends: bool,
     },
     /// Remove the lab of a scenario (by scenario name or file).
     Down { scenario: String },
@@ -27,7 +31,11 @@ enum Action {
 
 pub fn run(Args { action }: Args) -> Result<()> {
     match action {
-        Action::Up { scenario, proxier } => {
+        Action::Up {
+            scenario,
+            proxier,
+            backends,
+        } => {
             let proxier = proxiers::chosen(proxier)?;
             let s = super::load(&scenario)?;
             let p = proxiers::builtin(
@@ -35,8 +43,20 @@ pub fn run(Args { action }: Args) -> Result<()> {
                 "use the Vagrant lab (vagrant/), or `--proxier kube-proxy-iptables`",
             )?;
             let rt = tokio::runtime::Runtime::new()?;
-            let lab = rt.block_on(kpct::lab::up(&s, p.as_ref()))?;
+            let serve = if backends {
+                kpct::lab::Backends::Serve
+            } else {
+                kpct::lab::Backends::None
+            };
+            let (lab, serving) = rt.block_on(kpct::lab::up_with(&s, p.as_ref(), serve))?;
             print!("{}", kpct::lab::instructions(&lab));
+            if let Some(_serving) = serving {
+                use std::io::Write;
+                std::io::stdout().flush()?;
+                // The backends are tasks of this runtime: serve until a signal ends the process
+                // (the lab's namespaces are persisted, so the handler leaves them).
+                rt.block_on(std::future::pending::<()>());
+            }
             Ok(())
         }
         Action::Down { scenario } => {
