@@ -537,10 +537,45 @@ fn scenarios_built_in_code_validate_without_line_numbers() {
 fn readme_scenario_table_is_current() {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
-    let table = kpct::docs::scenario_table(&repo).unwrap();
-    let expected = kpct::docs::splice(&readme, &table).unwrap();
+    let expected = kpct::docs::regenerate(&readme, &repo).unwrap();
     assert!(
         readme == expected,
-        "README.md's scenario table is stale: run `cargo run -p kpct -- scenario-table --write README.md`"
+        "README.md's scenario table or field reference is stale: run `cargo run -p kpct -- scenario-table --write README.md`"
+    );
+}
+
+/// Every field of the format (read from the schema) is explained in the README's prose, not
+/// only listed in the generated reference.
+#[test]
+fn readme_explains_every_scenario_field() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    let (Some(b), Some(e)) = (
+        readme.find(kpct::docs::FIELDS_BEGIN),
+        readme.find(kpct::docs::FIELDS_END),
+    ) else {
+        panic!("README.md has no field reference markers");
+    };
+    let prose = format!("{}{}", &readme[..b], &readme[e..]);
+    let mut missing = Vec::new();
+    for (path, fields) in kpct::scenario::reference::objects() {
+        for field in fields {
+            let mentioned = [
+                format!("`{field}`"),
+                format!("`{field}:"),
+                format!("{{ {field}:"),
+                format!("{{{field}:"),
+                format!(" {field}: "),
+            ]
+            .iter()
+            .any(|form| prose.contains(form.as_str()));
+            if !mentioned {
+                missing.push(format!("{path}.{field}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "the README does not explain: {missing:#?}"
     );
 }

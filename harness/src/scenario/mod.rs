@@ -3,6 +3,7 @@ mod files;
 mod load;
 pub mod model;
 mod recover;
+pub mod reference;
 mod resolve;
 mod validate;
 

@@ -1,10 +1,12 @@
-//! `kpct scenario-table`: the README's generated scenario table.
+//! `kpct scenario-table`: the README's generated scenario table (and, with `--write`, its
+//! scenario field reference).
 
 use anyhow::Result;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Rewrite the table between the markers in this file instead of printing it.
+    /// Rewrite the scenario table and the field reference between their markers in this file
+    /// instead of printing the table.
     #[arg(long)]
     write: Option<std::path::PathBuf>,
 }
@@ -14,7 +16,10 @@ pub fn run(Args { write }: Args) -> Result<()> {
     match write {
         Some(path) => {
             let readme = std::fs::read_to_string(&path)?;
-            std::fs::write(&path, kpct::docs::splice(&readme, &table)?)?;
+            std::fs::write(
+                &path,
+                kpct::docs::regenerate(&readme, std::path::Path::new("."))?,
+            )?;
         }
         None => print!("{table}"),
     }
