@@ -328,8 +328,8 @@ pub fn check(expect: &Expectation, obs: &ProbeObservation, nodes: &[NodeAddress]
     };
     for (at, shot) in judged {
         let observed = format!(
-            "observed {:?}{}",
-            shot.verdict,
+            "observed {}{}",
+            crate::report::spelled(shot.verdict),
             shot.backend
                 .as_ref()
                 .map(|b| format!(" at {b}"))
@@ -344,7 +344,10 @@ pub fn check(expect: &Expectation, obs: &ProbeObservation, nodes: &[NodeAddress]
                 OutcomeExpectation::AnsweredByNode => shot.verdict == Verdict::AnsweredByNode,
             };
             if !ok {
-                problems.push(format!("{at}: expected outcome {outcome:?}, {observed}"));
+                problems.push(format!(
+                    "{at}: expected outcome {}, {observed}",
+                    crate::report::spelled(outcome)
+                ));
             }
         }
         for allowed in [&expect.reaches, &expect.reaches_one_of] {
@@ -370,7 +373,8 @@ pub fn check(expect: &Expectation, obs: &ProbeObservation, nodes: &[NodeAddress]
             };
             if !ok {
                 problems.push(format!(
-                    "{at}: expected source {src:?} (client {}), observed {}",
+                    "{at}: expected source {} (client {}), observed {}",
+                    crate::report::spelled(src),
                     obs.client_ip.map(|c| c.to_string()).unwrap_or_default(),
                     shot.source.clone().unwrap_or_else(|| "no delivery".into())
                 ));
@@ -539,7 +543,7 @@ mod tests {
         let stray = check(&e, &probe(&["web-a", "web-b", "web-c"]), &[]);
         assert_eq!(
             stray,
-            ["probe `p` shot 3: expected delivery to one of [web-a, web-b], observed Delivered at web-c"]
+            ["probe `p` shot 3: expected delivery to one of [web-a, web-b], observed delivered at web-c"]
         );
     }
 
@@ -552,7 +556,7 @@ mod tests {
         // Which shots went to web-b is chance; that some did is not.
         assert_eq!(
             check(&e, &random, &[]),
-            ["probe `p` (shots reaching web-b): expected delivery to one of [web-a], observed Delivered at web-b"]
+            ["probe `p` (shots reaching web-b): expected delivery to one of [web-a], observed delivered at web-b"]
         );
     }
 

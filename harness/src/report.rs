@@ -33,7 +33,13 @@ pub fn shots(p: &ProbeObservation) -> &[ShotObservation] {
 
 /// A verdict as scenario files and snapshots spell it (`delivered-no-reply`).
 pub fn verdict_name(v: Verdict) -> String {
-    serde_json::to_value(v)
+    spelled(v)
+}
+
+/// A value of the format (a verdict, an expected outcome or source) as scenario files and
+/// snapshots spell it: `delivered-no-reply`, `answeredByNode`, `masqueraded`.
+pub fn spelled<T: serde::Serialize + std::fmt::Debug>(v: T) -> String {
+    serde_json::to_value(&v)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_else(|| format!("{v:?}"))

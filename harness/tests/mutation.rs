@@ -68,7 +68,7 @@ async fn needs_ipvs_removing_the_postrouting_masquerade_rule_is_caught() {
         found
             .iter()
             .any(|v| v.contains("probe `external-to-nodeport`")
-                && v.contains("expected source Masqueraded")),
+                && v.contains("expected source masqueraded")),
         "the missing MASQUERADE shows up as a source-masquerade violation, got: {found:#?}"
     );
 }
@@ -90,7 +90,7 @@ async fn removing_the_postrouting_masquerade_rule_is_caught_in_iptables_mode_too
     assert!(
         found
             .iter()
-            .any(|v| v.contains("expected source Masqueraded")),
+            .any(|v| v.contains("expected source masqueraded")),
         "got: {found:#?}"
     );
 }
@@ -245,7 +245,7 @@ async fn ignoring_node_port_addresses_is_caught(proxier: &'static str) {
             run.violations
                 .iter()
                 .any(|v| v.contains(&format!("probe `{refused}`"))
-                    && v.contains("expected outcome Rejected")),
+                    && v.contains("expected outcome rejected")),
             "{file}: {:#?}",
             run.violations
         );
@@ -303,7 +303,7 @@ async fn blocking_health_checks_is_caught(proxier: &'static str) {
             "external-to-health-check-node-a",
             "external-to-health-check-node-b",
         ],
-        "expected outcome AnsweredByNode, observed Dropped",
+        "expected outcome answeredByNode, observed dropped",
     )
     .await;
 }

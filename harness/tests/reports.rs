@@ -147,7 +147,7 @@ fn report_of_a_failing_run_shows_expectation_observation_and_kernel_state() {
             "external-to-node-a-nodeport",
             "service web port http via nodePort node node-a",
             // the violated expectation
-            "expected source Masqueraded (client 192.168.1.100), observed preserved",
+            "expected source masqueraded (client 192.168.1.100), observed preserved",
             // the declared expectation
             "reaches [web-b], source masqueraded, reply true",
             // the kernel state: the masquerade chain as the kernel held it, without its
@@ -380,7 +380,7 @@ fn junit_of_synthetic_results_validates_and_escapes() {
         synthetic(
             "failing & <odd>",
             "probe \"quoted\"",
-            Some("expected source Masqueraded (client 10.244.1.10), observed preserved"),
+            Some("expected source masqueraded (client 10.244.1.10), observed preserved"),
         ),
     ];
     let errors: [RunError; 1] = [RunError {
@@ -622,7 +622,7 @@ fn json_holds_runs_probes_verdicts_violations_and_versions() {
     assert!(failing["violations"][0]
         .as_str()
         .unwrap()
-        .contains("expected source Masqueraded"));
+        .contains("expected source masqueraded"));
     assert_eq!(
         failing["trace"],
         format!("sudo ci/kpct.sh trace scenarios/nodeport-external-each-node.yaml {} --proxier {BROKEN}", failing["name"].as_str().unwrap())

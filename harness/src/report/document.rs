@@ -451,14 +451,14 @@ mod tests {
     fn violations_are_grouped_by_shot() {
         let lines: Vec<String> = [1, 2, 3, 5]
             .iter()
-            .map(|n| format!("probe `p` shot {n}: expected source Masqueraded, observed preserved"))
-            .chain(["probe `p` shot 4: expected outcome Delivered, observed Dropped".into()])
+            .map(|n| format!("probe `p` shot {n}: expected source masqueraded, observed preserved"))
+            .chain(["probe `p` shot 4: expected outcome delivered, observed dropped".into()])
             .collect();
         assert_eq!(
             group_by_shot("p", &lines),
             [
-                "shots 1–3, 5: expected source Masqueraded, observed preserved",
-                "shot 4: expected outcome Delivered, observed Dropped"
+                "shots 1–3, 5: expected source masqueraded, observed preserved",
+                "shot 4: expected outcome delivered, observed dropped"
             ]
         );
         assert_eq!(
