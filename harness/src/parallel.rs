@@ -4,7 +4,9 @@
 //! overlap well even on a machine with few cores. Each run builds its own namespaces under its
 //! own [`RunPrefix`](crate::topology::naming::RunPrefix) and fixes its own MACs, addresses and
 //! ports inside them, so concurrent runs share nothing the kernel keys per namespace: conntrack,
-//! routes, rules, sockets and ICMP rate limits are all per network namespace. Whatever order
+//! routes, rules, sockets and the per-destination ICMP rate limit are all per network namespace
+//! (older kernels share the host-wide ICMP budget, `icmp_msgs_per_sec` = 1000/s, far above the
+//! few rejects per second runs send). Whatever order
 //! the runs finish in, [`run_jobs`] hands results back in job order, so everything rendered from
 //! them is what a serial run renders.
 
