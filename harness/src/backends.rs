@@ -91,6 +91,23 @@ impl Backends {
         })
     }
 
+    /// What a run serves: every pod's echo servers, and every Service's healthCheckNodePort
+    /// on each node.
+    pub fn for_scenario(
+        topo: &Topology,
+        scenario: &crate::scenario::Scenario,
+        cluster: &crate::cluster::ClusterState,
+    ) -> Result<Backends> {
+        let mut backends = Backends::start(topo, &scenario.topology.pods)?;
+        let health_checks: std::collections::BTreeSet<u16> = cluster
+            .service_ports
+            .iter()
+            .filter_map(|sp| sp.health_check_node_port)
+            .collect();
+        backends.serve_health_checks(topo, &Vec::from_iter(health_checks))?;
+        Ok(backends)
+    }
+
     /// Listens on each node, on every healthCheckNodePort, as kube-proxy's health server
     /// (pkg/proxy/healthcheck) does: a probe of one is answered by the node itself, if the
     /// proxier lets it through.

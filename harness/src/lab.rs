@@ -76,16 +76,9 @@ pub async fn up_with(
     }
     let serving = match backends {
         Backends::None => None,
-        Backends::Serve => {
-            let mut serving = crate::backends::Backends::start(&topo, &scenario.topology.pods)?;
-            let health_checks: std::collections::BTreeSet<u16> = cluster
-                .service_ports
-                .iter()
-                .filter_map(|sp| sp.health_check_node_port)
-                .collect();
-            serving.serve_health_checks(&topo, &Vec::from_iter(health_checks))?;
-            Some(serving)
-        }
+        Backends::Serve => Some(crate::backends::Backends::for_scenario(
+            &topo, scenario, &cluster,
+        )?),
     };
     // Only once everything applied: a failure above drops (removes) the half-built lab.
     Ok((

@@ -333,13 +333,7 @@ pub async fn stage<P: NodeProgrammer + ?Sized>(scenario: &Scenario, proxier: &P)
             .with_context(|| format!("node {} is not in the scenario", node.name))?;
         nodes.push(proxier.program_node(&cluster, &ctx, node)?);
     }
-    let mut backends = Backends::start(&topo, &scenario.topology.pods)?;
-    let health_checks: std::collections::BTreeSet<u16> = cluster
-        .service_ports
-        .iter()
-        .filter_map(|sp| sp.health_check_node_port)
-        .collect();
-    backends.serve_health_checks(&topo, &Vec::from_iter(health_checks))?;
+    let backends = Backends::for_scenario(&topo, scenario, &cluster)?;
     Ok(Staged {
         backends,
         topo,
