@@ -24,12 +24,13 @@ pub struct Lab {
     pub serving: bool,
 }
 
-/// Whether `lab up` starts the scenario's echo backends.
+/// What `lab up` serves in the lab besides the programming.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backends {
-    None,
-    /// Serving until the returned [`crate::backends::Backends`] is dropped (the process ends).
-    Serve,
+pub enum Serving {
+    Nothing,
+    /// The scenario's echo backends, until the returned [`crate::backends::Backends`] is
+    /// dropped (the process ends).
+    Backends,
 }
 
 fn prefix(scenario: &str) -> String {
@@ -43,15 +44,15 @@ pub fn existing(scenario: &str) -> Result<Vec<String>> {
 
 /// Builds and programs the lab of `scenario`, leaving it up.
 pub async fn up(scenario: &Scenario, proxier: &dyn Proxier) -> Result<Lab> {
-    Ok(up_with(scenario, proxier, Backends::None).await?.0)
+    Ok(up_with(scenario, proxier, Serving::Nothing).await?.0)
 }
 
-/// [`up`], and with [`Backends::Serve`] the scenario's echo backends and health-check
+/// [`up`], and with [`Serving::Backends`] the scenario's echo backends and health-check
 /// listeners, as a run starts them; they serve for as long as the returned value lives.
 pub async fn up_with(
     scenario: &Scenario,
     proxier: &dyn Proxier,
-    backends: Backends,
+    serving: Serving,
 ) -> Result<(Lab, Option<crate::backends::Backends>)> {
     if !existing(&scenario.name)?.is_empty() {
         bail!(
@@ -74,9 +75,9 @@ pub async fn up_with(
             )
         })?;
     }
-    let serving = match backends {
-        Backends::None => None,
-        Backends::Serve => Some(crate::backends::Backends::for_scenario(
+    let serving = match serving {
+        Serving::Nothing => None,
+        Serving::Backends => Some(crate::backends::Backends::for_scenario(
             &topo, scenario, &cluster,
         )?),
     };

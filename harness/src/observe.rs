@@ -309,7 +309,7 @@ pub fn check(expect: &Expectation, obs: &ProbeObservation, nodes: &[NodeAddress]
             .map(|shot| {
                 let went = match &shot.backend {
                     Some(b) => format!("reaching {b}"),
-                    None => crate::report::verdict_name(shot.verdict),
+                    None => crate::report::spelled(shot.verdict),
                 };
                 (format!("probe `{name}` (shots {went})"), shot)
             })

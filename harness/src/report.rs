@@ -13,7 +13,7 @@ pub use junit::junit;
 pub use results::{Results, RunError};
 pub use table::{table, Style};
 
-use crate::observe::{ProbeObservation, ShotObservation, Verdict};
+use crate::observe::{ProbeObservation, ShotObservation};
 use crate::run::ScenarioRun;
 
 /// The violated-expectation lines of `run` that concern probe `probe`.
@@ -29,11 +29,6 @@ pub fn shots(p: &ProbeObservation) -> &[ShotObservation] {
     } else {
         &p.shots
     }
-}
-
-/// A verdict as scenario files and snapshots spell it (`delivered-no-reply`).
-pub fn verdict_name(v: Verdict) -> String {
-    spelled(v)
 }
 
 /// A value of the format (a verdict, an expected outcome or source) as scenario files and

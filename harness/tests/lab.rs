@@ -154,14 +154,21 @@ async fn lab_names_match_exactly() {
     kpct::lab::down(&long).unwrap();
 }
 
+/// `text` as the scenario file `<tmp>/NAME/NAME.yaml` (a file's name is its scenario's);
+/// returns the directory, to remove, and the file.
+fn scenario_file(name: &str, text: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{name}.yaml"));
+    std::fs::write(&file, text).unwrap();
+    (dir, file)
+}
+
 /// `lab up` interrupted at any point leaves nothing of the half-built lab (its namespaces are
 /// the process's own until the lab is complete), so the next `lab up` is not refused.
 #[test]
 fn an_interrupted_lab_up_leaves_nothing() {
     let name = format!("labsig-{}", std::process::id());
-    let dir = std::env::temp_dir().join(&name);
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join(format!("{name}.yaml"));
     let pods: String = (0..40)
         .map(|i| {
             format!(
@@ -170,13 +177,12 @@ fn an_interrupted_lab_up_leaves_nothing() {
             )
         })
         .collect();
-    std::fs::write(
-        &file,
-        format!(
+    let (dir, file) = scenario_file(
+        &name,
+        &format!(
             "# A lab to interrupt.\nname: {name}\ntopology:\n  underlay: 192.168.1.0/24\n  clusterCIDR: 10.244.0.0/16\n  nodes:\n    - {{ name: node-a, ip: 192.168.1.10, podCIDR: 10.244.1.0/24 }}\n  pods:\n{pods}services: []\n"
         ),
-    )
-    .unwrap();
+    );
     let _guard = DownOnDrop(name.clone());
     let mut interrupted = 0;
     for (i, delay) in [0u64, 20, 60, 120, 200, 300].iter().enumerate() {
@@ -221,19 +227,15 @@ fn an_interrupted_lab_up_leaves_nothing() {
 fn lab_up_with_backends_serves_until_stopped() {
     use std::io::BufRead;
     let name = format!("labserve-{}", std::process::id());
-    let dir = std::env::temp_dir().join(&name);
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join(format!("{name}.yaml"));
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../scenarios/hairpin-nodeport.yaml"
     ))
     .unwrap();
-    std::fs::write(
-        &file,
-        text.replace("name: hairpin-nodeport", &format!("name: {name}")),
-    )
-    .unwrap();
+    let (dir, file) = scenario_file(
+        &name,
+        &text.replace("name: hairpin-nodeport", &format!("name: {name}")),
+    );
     let _guard = DownOnDrop(name.clone());
     let mut child = common::kpct_command(&["lab", "up", file.to_str().unwrap()])
         .args(["--proxier", "kube-proxy-iptables", "--backends"])

@@ -75,10 +75,13 @@ pub fn time_proxier(
         .iter()
         .map(|scenario| Job { scenario, proxier })
         .collect();
-    let mut times = vec![ScenarioTime::default(); scenarios.len()];
-    for (t, s) in times.iter_mut().zip(scenarios) {
-        t.scenario = s.name.clone();
-    }
+    let mut times: Vec<ScenarioTime> = scenarios
+        .iter()
+        .map(|s| ScenarioTime {
+            scenario: s.name.clone(),
+            ..ScenarioTime::default()
+        })
+        .collect();
     let mut serial_samples: Vec<Vec<Duration>> = vec![Vec::new(); scenarios.len()];
     let mut reference: Vec<Option<String>> = vec![None; scenarios.len()];
     let (mut serial, mut parallel_total) = (Duration::ZERO, Duration::ZERO);

@@ -7,7 +7,7 @@
 
 use super::markup::{self, code, strong, text, Block, Line};
 use super::results::Results;
-use super::{dedup, probe_violations, shots, verdict_name};
+use super::{dedup, probe_violations, shots, spelled};
 use crate::evidence::{NodeEvidence, ProbeEvidence};
 use crate::observe::ProbeObservation;
 use crate::run::ScenarioRun;
@@ -219,7 +219,7 @@ fn plural(n: usize) -> &'static str {
 
 /// `delivered → web-1, web-2`.
 fn outcome_summary(p: &ProbeObservation) -> String {
-    let mut s = dedup(shots(p).iter().map(|s| verdict_name(s.verdict))).join(", ");
+    let mut s = dedup(shots(p).iter().map(|s| spelled(s.verdict))).join(", ");
     if !p.backends.is_empty() {
         s.push_str(&format!(
             " → {}",
@@ -304,7 +304,7 @@ fn failure(out: &mut Vec<Block>, results: &Results, run: &ScenarioRun, probe: &P
             .iter()
             .map(|s| {
                 vec![
-                    vec![code(verdict_name(s.verdict))],
+                    vec![code(spelled(s.verdict))],
                     cell(&s.backend),
                     cell(&s.backend_saw),
                     cell(&s.source),

@@ -4,7 +4,7 @@
 //! each probe's `observation` is the probe as the snapshot documents hold it.
 
 use super::results::{timestamp, Results};
-use super::{dedup, probe_violations, shots, verdict_name};
+use super::{dedup, probe_violations, shots, spelled};
 use crate::environment::Environment;
 use crate::observe::ProbeObservation;
 use crate::run::NodeSummary;
@@ -95,7 +95,7 @@ pub fn json(results: &Results) -> serde_json::Result<String> {
                         name: &p.probe,
                         result: if failed { Outcome::Fail } else { Outcome::Pass },
                         duration_seconds: run.timing.probes.get(i).map_or(0.0, |d| d.as_secs_f64()),
-                        verdicts: dedup(shots(p).iter().map(|s| verdict_name(s.verdict))),
+                        verdicts: dedup(shots(p).iter().map(|s| spelled(s.verdict))),
                         backends: dedup(p.backends.iter().cloned()),
                         violations,
                         trace: failed.then(|| results.trace_command(run, &p.probe)),

@@ -3,7 +3,7 @@
 //! cells wrapped onto continuation lines rather than cut.
 
 use super::results::Results;
-use super::{dedup, probe_violations, shots, verdict_name};
+use super::{dedup, probe_violations, shots, spelled};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -68,7 +68,7 @@ pub fn table(results: &Results, style: Style) -> String {
             .map(|probe| {
                 let failed = !probe_violations(run, &probe.probe).is_empty();
                 let shots = shots(probe);
-                let verdicts = dedup(shots.iter().map(|s| verdict_name(s.verdict)));
+                let verdicts = dedup(shots.iter().map(|s| spelled(s.verdict)));
                 let seen = dedup(shots.iter().map(|s| match (&s.backend, &s.backend_saw) {
                     // One entry per distinct path: each shot has its own source port.
                     (Some(b), Some(saw)) => {

@@ -44,9 +44,9 @@ pub fn run(Args { action }: Args) -> Result<()> {
             )?;
             let rt = tokio::runtime::Runtime::new()?;
             let serve = if backends {
-                kpct::lab::Backends::Serve
+                kpct::lab::Serving::Backends
             } else {
-                kpct::lab::Backends::None
+                kpct::lab::Serving::Nothing
             };
             let (lab, serving) = rt.block_on(kpct::lab::up_with(&s, p.as_ref(), serve))?;
             print!("{}", kpct::lab::instructions(&lab));
