@@ -3,6 +3,7 @@
 //! The reference implementations are pure functions of their input so that what they program is
 //! reviewable and unit-testable without a kernel; the kernel then judges the result.
 
+mod endpoints;
 pub mod exec;
 pub mod kube_proxy_iptables;
 pub mod kube_proxy_ipvs;

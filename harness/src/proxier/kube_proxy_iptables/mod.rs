@@ -205,7 +205,7 @@ fn total_endpoints(cluster: &ClusterState, node: &NodeContext) -> usize {
         .service_ports
         .iter()
         .filter(|sp| service::is_proxied(sp))
-        .map(|sp| endpoints::endpoints_map_entry(sp, node).len())
+        .map(|sp| crate::proxier::endpoints::endpoints_map_entry(sp, node).len())
         .sum()
 }
 

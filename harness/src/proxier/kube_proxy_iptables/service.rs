@@ -2,7 +2,8 @@
 //! proxier.svcPortMap` loop in `syncProxyRules`, and `writeServiceToEndpointRules`
 //! (pkg/proxy/iptables/proxier.go). Rules are written in the same order, to the same buffers.
 
-use super::endpoints::{categorize, endpoints_map_entry, Categorized, Endpoint, PolicyUse};
+use super::endpoints::{categorized, Categorized, Endpoint};
+use crate::proxier::endpoints::PolicyUse;
 use super::names::ServiceChains;
 use super::{
     Buffers, Config, KUBE_EXTERNAL_SERVICES, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL,
@@ -118,12 +119,7 @@ fn context<'a>(
     // services that are not externally accessible.
     let external_policy_local = sp.external_policy_local && externally_accessible;
     let internal_policy_local = sp.internal_policy_local;
-    let uses = PolicyUse::new(
-        internal_policy_local,
-        external_policy_local,
-        externally_accessible,
-    );
-    let eps = categorize(&endpoints_map_entry(sp, node), uses);
+    let eps = categorized(sp, node);
     let has_endpoints = eps.has_any;
     let has_internal_endpoints = has_endpoints && !(internal_policy_local && eps.local.is_empty());
     let has_external_endpoints = has_endpoints && !(external_policy_local && eps.local.is_empty());
@@ -390,11 +386,7 @@ fn firewall_chain(b: &mut Buffers, c: &Ctx, node: &NodeContext) {
 
 /// The KUBE-SVC- (Cluster policy) and KUBE-SVL- (Local policy) chains, when used and non-empty.
 fn policy_chains(b: &mut Buffers, c: &Ctx) {
-    let uses = PolicyUse::new(
-        c.internal_policy_local,
-        c.external_policy_local,
-        c.sp.externally_accessible(),
-    );
+    let uses = PolicyUse::of(c.sp);
     if uses.cluster && !c.eps.cluster.is_empty() {
         b.nat_chains.push(c.chains.cluster_policy.clone());
         service_to_endpoint_rules(b, c, &c.chains.cluster_policy, &c.eps.cluster);
