@@ -17,14 +17,16 @@ use tokio::task::JoinHandle;
 
 /// Running servers; stopped when dropped.
 pub struct Backends {
-    tasks: Vec<JoinHandle<()>>,
-    /// Listening SCTP sockets: the kernel answers an INIT itself, so holding them is serving.
-    _sctp_listeners: Vec<OwnedFd>,
+    /// Each server task with the pod (or `health-check@NODE`) it serves for.
+    tasks: Vec<(String, JoinHandle<()>)>,
+    /// Listening SCTP sockets, by pod: the kernel answers an INIT itself, so holding them is
+    /// serving.
+    sctp_listeners: Vec<(String, OwnedFd)>,
 }
 
 impl Drop for Backends {
     fn drop(&mut self) {
-        for t in &self.tasks {
+        for (_, t) in &self.tasks {
             t.abort();
         }
     }
@@ -63,7 +65,10 @@ impl Backends {
                     Protocol::Tcp => {
                         let listener =
                             tcp_listen(ns, addr).with_context(|| format!("listening on {what}"))?;
-                        tasks.push(tokio::spawn(serve_tcp(listener, pod.name.clone())));
+                        tasks.push((
+                            pod.name.clone(),
+                            tokio::spawn(serve_tcp(listener, pod.name.clone())),
+                        ));
                     }
                     Protocol::Udp => {
                         let socket = ns
@@ -74,21 +79,40 @@ impl Backends {
                             })?
                             .with_context(|| format!("binding {what}"))?;
                         let socket = tokio::net::UdpSocket::from_std(socket)?;
-                        tasks.push(tokio::spawn(serve_udp(socket, pod.name.clone())));
+                        tasks.push((
+                            pod.name.clone(),
+                            tokio::spawn(serve_udp(socket, pod.name.clone())),
+                        ));
                     }
                     Protocol::Sctp => {
                         let fd = ns
                             .run(|| sctp_listen(addr))?
                             .with_context(|| format!("listening on {what}"))?;
-                        sctp_listeners.push(fd);
+                        sctp_listeners.push((pod.name.clone(), fd));
                     }
                 }
             }
         }
         Ok(Backends {
             tasks,
-            _sctp_listeners: sctp_listeners,
+            sctp_listeners,
         })
+    }
+
+    /// Stops the servers of pod `name` and waits until their sockets are closed, so the pod's
+    /// namespace can really go away.
+    pub async fn stop_pod(&mut self, name: &str) {
+        let (stopping, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.tasks)
+            .into_iter()
+            .partition(|(owner, _)| owner == name);
+        self.tasks = kept;
+        for (_, task) in stopping {
+            task.abort();
+            // A cancelled task's future, and with it its socket, is dropped before `await`
+            // returns.
+            let _ = task.await;
+        }
+        self.sctp_listeners.retain(|(owner, _)| owner != name);
     }
 
     /// What a run serves: every pod's echo servers, and every Service's healthCheckNodePort
@@ -121,10 +145,9 @@ impl Backends {
                         node.name
                     )
                 })?;
-                self.tasks.push(tokio::spawn(serve_tcp(
-                    listener,
-                    format!("health-check@{}", node.name),
-                )));
+                let owner = format!("health-check@{}", node.name);
+                self.tasks
+                    .push((owner.clone(), tokio::spawn(serve_tcp(listener, owner))));
             }
         }
         Ok(())
@@ -172,13 +195,61 @@ fn sctp_listen(addr: SocketAddrV4) -> std::io::Result<OwnedFd> {
     Ok(fd)
 }
 
+/// Answers each connection at once, then again for every chunk the client sends, until the
+/// client closes: a one-shot probe reads the first line and closes, a flow kept across steps
+/// asks again later and learns which backend holds it.
+/// How long (seconds) closing a served connection may wait for the client's acknowledgement.
+const CLOSE_LINGER_S: i32 = 2;
+
+/// Connections are futures of this task rather than tasks of their own, so stopping the task
+/// closes every socket it holds at once.
 async fn serve_tcp(listener: tokio::net::TcpListener, pod: String) {
-    while let Ok((mut stream, peer)) = listener.accept().await {
-        let _ = stream
-            .write_all(client_ip_answer(peer, &pod).as_bytes())
-            .await;
-        let _ = stream.shutdown().await;
+    use futures::stream::{FuturesUnordered, StreamExt};
+    let mut connections = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    // Closing a connection (the pod stopping) then waits until the client has
+                    // acknowledged the FIN (tcp_close's lingering wait), so the client learns
+                    // of it before the pod's veth goes and could take the FIN with it.
+                    // (Blocking a worker thread for that moment on drop is the point.)
+                    let linger = libc::linger {
+                        l_onoff: 1,
+                        l_linger: CLOSE_LINGER_S,
+                    };
+                    if nix::sys::socket::setsockopt(&stream, nix::sys::socket::sockopt::Linger, &linger)
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    connections.push(serve_tcp_connection(stream, peer, pod.clone()));
+                }
+                Err(_) => return,
+            },
+            Some(()) = connections.next(), if !connections.is_empty() => {}
+        }
     }
+}
+
+async fn serve_tcp_connection(
+    mut stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    pod: String,
+) {
+    use tokio::io::AsyncReadExt;
+    let answer = client_ip_answer(peer, &pod);
+    let mut buf = [0u8; 512];
+    loop {
+        if stream.write_all(answer.as_bytes()).await.is_err() {
+            return;
+        }
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    let _ = stream.shutdown().await;
 }
 
 async fn serve_udp(socket: tokio::net::UdpSocket, pod: String) {

@@ -7,10 +7,10 @@ use crate::netns::Netns;
 use anyhow::{bail, Context, Result};
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
 
-const NFNL_SUBSYS_CTNETLINK: u16 = 1;
+pub(crate) const NFNL_SUBSYS_CTNETLINK: u16 = 1;
 const NFNL_SUBSYS_IPSET: u16 = 6;
 const NFNL_SUBSYS_NFTABLES: u16 = 10;
-const IPCTNL_MSG_CT_DELETE: u16 = 2;
+pub(crate) const IPCTNL_MSG_CT_DELETE: u16 = 2;
 /// include/uapi/linux/netfilter/ipset/ip_set.h: IPSET_CMD_LIST, and IPSET_ATTR_PROTOCOL with
 /// the oldest protocol the kernel accepts (IPSET_PROTOCOL_MIN; ip_set_core.c refuses a request
 /// without it).
@@ -23,15 +23,15 @@ const NFT_MSG_GETTABLE: u16 = 1;
 /// The family iptables-nft's tables live in (`table ip nat`, …).
 const NFPROTO_IPV4: u8 = 2;
 
-const NLM_F_REQUEST: u16 = 0x1;
-const NLM_F_ACK: u16 = 0x4;
-const NLM_F_DUMP: u16 = 0x300;
+pub(crate) const NLM_F_REQUEST: u16 = 0x1;
+pub(crate) const NLM_F_ACK: u16 = 0x4;
+pub(crate) const NLM_F_DUMP: u16 = 0x300;
 const NLMSG_ERROR: u16 = 0x2;
 const NLMSG_DONE: u16 = 0x3;
 const NLMSG_HDRLEN: usize = 16;
 
 /// A netlink message: header, `struct nfgenmsg` (family, NFNETLINK_V0, res_id 0), attributes.
-fn request(kind: u16, flags: u16, seq: u32, family: u8, attributes: &[u8]) -> Vec<u8> {
+pub(crate) fn request(kind: u16, flags: u16, seq: u32, family: u8, attributes: &[u8]) -> Vec<u8> {
     let len = (NLMSG_HDRLEN + 4 + attributes.len()) as u32;
     let mut msg = Vec::with_capacity(len as usize);
     msg.extend_from_slice(&len.to_ne_bytes());
@@ -65,10 +65,12 @@ fn flush_request(seq: u32) -> Vec<u8> {
     )
 }
 
-/// One message of a reply buffer: its type and, for NLMSG_ERROR, the errno (0 = success).
-struct Message {
-    kind: u16,
-    errno: Option<i32>,
+/// One message of a reply buffer: its type, for NLMSG_ERROR the errno (0 = success), and
+/// what follows the netlink header.
+pub(crate) struct Message {
+    pub(crate) kind: u16,
+    pub(crate) errno: Option<i32>,
+    pub(crate) payload: Vec<u8>,
 }
 
 fn messages(buf: &[u8]) -> Vec<Message> {
@@ -81,10 +83,20 @@ fn messages(buf: &[u8]) -> Vec<Message> {
             .then(|| buf.get(at + NLMSG_HDRLEN..at + NLMSG_HDRLEN + 4))
             .flatten()
             .map(|e| -i32::from_ne_bytes([e[0], e[1], e[2], e[3]]));
-        out.push(Message { kind, errno });
         if len < NLMSG_HDRLEN {
+            out.push(Message {
+                kind,
+                errno,
+                payload: Vec::new(),
+            });
             break;
         }
+        let end = (at + len).min(buf.len());
+        out.push(Message {
+            kind,
+            errno,
+            payload: buf[at + NLMSG_HDRLEN..end].to_vec(),
+        });
         at += (len + 3) & !3;
     }
     out
@@ -92,7 +104,7 @@ fn messages(buf: &[u8]) -> Vec<Message> {
 
 /// Sends `request` from inside `ns` and reads replies until the dump ends (or an error or
 /// acknowledgement comes), returning the messages.
-fn exchange(ns: &Netns, request: Vec<u8>, dump: bool) -> Result<Vec<Message>> {
+pub(crate) fn exchange(ns: &Netns, request: Vec<u8>, dump: bool) -> Result<Vec<Message>> {
     let replies = ns.run(move || -> std::io::Result<Vec<Message>> {
         let mut socket = Socket::new(NETLINK_NETFILTER)?;
         socket.bind_auto()?;

@@ -4,13 +4,14 @@
 use crate::backends::Backends;
 use crate::cluster::{ClusterState, NodeContext};
 use crate::evidence::{Collector, ProbeEvidence};
+use crate::flows::KeptFlows;
 use crate::observe::{self, NodeAddress, ProbeObservation};
 use crate::probe;
 use crate::programming::Programming;
 use crate::programming::{Applier, ApplyOptions, EffectiveState, KERNEL_IPVS_TIMEOUTS};
 use crate::proxier::exec::{input_for, ExecProxier};
 use crate::proxier::replay::Replay;
-use crate::proxier::Proxier;
+use crate::proxier::{Proxier, Resync};
 use crate::scenario::{self, Probe, Scenario, TargetPort};
 use crate::topology::naming::{BRIDGE_IF, UNDERLAY_IF, VXLAN_IF};
 use crate::topology::{NodeNs, Topology};
@@ -26,6 +27,38 @@ pub struct ScenarioObservation {
     /// Per node: a short summary of what the kernel holds after programming.
     pub nodes: Vec<NodeSummary>,
     pub probes: Vec<ProbeObservation>,
+    /// What each step changed and observed, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepObservation>,
+}
+
+/// One step of a scenario: what the nodes hold after the proxier re-synced them, whether that
+/// is what a fresh sync of the same state gives, and the step's probes.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepObservation {
+    pub step: String,
+    pub nodes: Vec<NodeSummary>,
+    /// Whether every node holds what a fresh sync of the step's state programs.
+    pub converged: bool,
+    /// Per node, every way its state differs from a fresh node's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_converged: Vec<String>,
+    pub probes: Vec<ProbeObservation>,
+}
+
+impl ScenarioObservation {
+    /// Every probe, the initial ones first, then each step's in order (a step's probes are
+    /// named `STEP/PROBE`).
+    pub fn all_probes(&self) -> impl Iterator<Item = &ProbeObservation> {
+        self.probes
+            .iter()
+            .chain(self.steps.iter().flat_map(|s| s.probes.iter()))
+    }
+
+    /// The YAML document compared with the golden snapshot.
+    pub fn to_yaml(&self) -> Result<String> {
+        serde_yaml_ng::to_string(self).context("rendering the observation")
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -63,8 +96,11 @@ pub struct Timing {
     pub started: std::time::SystemTime,
     /// Building the namespaces, programming the nodes and starting the backends.
     pub setup: Duration,
-    /// Each probe, in the scenario's order (the same order as the observation's probes).
+    /// Each probe, in the scenario's order (the same order as the observation's
+    /// [`ScenarioObservation::all_probes`]).
     pub probes: Vec<Duration>,
+    /// Each step's re-sync of every node (the convergence check excluded).
+    pub step_syncs: Vec<Duration>,
 }
 
 impl Default for Timing {
@@ -73,21 +109,15 @@ impl Default for Timing {
             started: std::time::SystemTime::UNIX_EPOCH,
             setup: Duration::ZERO,
             probes: Vec::new(),
+            step_syncs: Vec::new(),
         }
     }
 }
 
 impl Timing {
-    /// Setup and every probe (teardown, after the run, is not counted).
+    /// Setup, every probe and every step's sync (teardown, after the run, is not counted).
     pub fn total(&self) -> Duration {
-        self.setup + self.probes.iter().sum::<Duration>()
-    }
-}
-
-impl ScenarioObservation {
-    /// The YAML document compared with the golden snapshot.
-    pub fn to_yaml(&self) -> Result<String> {
-        serde_yaml_ng::to_string(self).context("rendering the observation")
+        self.setup + self.probes.iter().sum::<Duration>() + self.step_syncs.iter().sum::<Duration>()
     }
 }
 
@@ -120,7 +150,7 @@ fn summarize(node: &NodeNs, p: &Programming) -> NodeSummary {
         ipvs_virtual_servers: p.ipvs.len(),
         ipvs_real_servers: p.ipvs.iter().map(|v| v.destinations.len()).sum(),
         ipsets: p.ipsets.len(),
-        iptables_rules: p.iptables.values().map(|t| t.rules.len()).sum(),
+        iptables_rules: p.iptables.values().map(|t| t.rule_lines().count()).sum(),
         ipvs_timeouts: p.ipvs_timeouts.as_ref().map(timeouts_summary),
     }
 }
@@ -198,6 +228,24 @@ pub trait NodeProgrammer: Send + Sync {
         ctx: &NodeContext,
         node: &NodeNs,
     ) -> Result<NodeSummary>;
+
+    /// A later sync of a node programmed before (a step of a scenario). By default a full sync
+    /// as the first one, over whatever the node holds.
+    fn resync_node(
+        &self,
+        resync: &Resync<'_>,
+        cluster: &ClusterState,
+        ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
+        let _ = resync;
+        self.program_node(cluster, ctx, node)
+    }
+
+    /// Why this proxier cannot run a scenario with steps, if it cannot.
+    fn steps_unsupported(&self) -> Option<String> {
+        None
+    }
 }
 
 impl<P: Proxier + ?Sized> NodeProgrammer for P {
@@ -223,6 +271,21 @@ impl<P: Proxier + ?Sized> NodeProgrammer for P {
                 node.name
             )
         })?;
+        Ok(summarize(node, &programming))
+    }
+
+    fn resync_node(
+        &self,
+        resync: &Resync<'_>,
+        cluster: &ClusterState,
+        ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
+        let programming = self
+            .resync(resync, cluster, ctx)
+            .with_context(|| format!("{} re-syncing node {}", self.name(), node.name))?;
+        crate::programming::apply(node, &programming)
+            .with_context(|| format!("applying {}'s update to node {}", self.name(), node.name))?;
         Ok(summarize(node, &programming))
     }
 }
@@ -265,6 +328,13 @@ impl NodeProgrammer for ExecProxier {
 impl NodeProgrammer for Replay {
     fn label(&self) -> String {
         format!("replay:{}", self.dir.display())
+    }
+    fn steps_unsupported(&self) -> Option<String> {
+        Some(format!(
+            "{} holds one capture per node, not one per step: a replay cannot judge a \
+             scenario's steps",
+            self.label()
+        ))
     }
     fn random_choice(&self) -> bool {
         true
@@ -342,51 +412,106 @@ pub async fn stage<P: NodeProgrammer + ?Sized>(scenario: &Scenario, proxier: &P)
     })
 }
 
-/// Runs `scenario` against `proxier` in freshly built namespaces, removed afterwards.
+/// Runs `scenario` against `proxier` in freshly built namespaces, removed afterwards: the
+/// initial probes, then each step (its changes, a re-sync of every node, the convergence
+/// check, its probes).
 pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
     scenario: &Scenario,
     proxier: &P,
     probe_timeout: Duration,
 ) -> Result<ScenarioRun> {
+    if !scenario.steps.is_empty() {
+        if let Some(why) = proxier.steps_unsupported() {
+            anyhow::bail!("{}: {why}", scenario.name);
+        }
+    }
     let (started_at, started) = (std::time::SystemTime::now(), std::time::Instant::now());
-    let staged = stage(scenario, proxier).await?;
+    let mut staged = stage(scenario, proxier).await?;
     let mut timing = Timing {
         started: started_at,
         setup: started.elapsed(),
         probes: Vec::new(),
+        step_syncs: Vec::new(),
     };
-    let (topo, cluster) = (&staged.topo, &staged.cluster);
-    let addresses = node_addresses(topo);
-    let mut probes = Vec::new();
-    let mut violations = Vec::new();
-    let mut evidence = Vec::new();
-    let mut collector = Collector::new(topo);
-    for (index, spec) in scenario.probes.iter().enumerate() {
-        let probe_started = std::time::Instant::now();
-        let mut plan = probe::plan(scenario, topo, index)?;
-        let expectation = spec.expectation_for(&proxier.label());
-        // A random choice needs enough shots to show the whole set reached, unless the
-        // expectation itself declares a deterministic choice (counts, sequence).
-        if proxier.random_choice() && !expectation.is_some_and(|e| e.fixes_shot_count()) {
-            let candidates = candidate_backends(cluster, scenario, spec);
-            plan.repeat = plan.repeat.max(shots_to_reach_all(candidates));
+    let mut judged = Judged::default();
+    let mut flows = KeptFlows::default();
+    let probes = ProbeGroup {
+        state: scenario,
+        cluster: &staged.cluster,
+        step: None,
+    }
+    .run(
+        &staged.topo,
+        proxier,
+        probe_timeout,
+        &mut flows,
+        &mut judged,
+        &mut timing,
+    )?;
+    let mut steps = Vec::new();
+    let mut previous = staged.cluster.clone();
+    let mut health_checks = health_check_ports(&previous);
+    for (k, step) in scenario.steps.iter().enumerate() {
+        let name = scenario::step_name(step, k);
+        let context = || format!("{} step `{name}`", scenario.name);
+        let state = scenario::state_at(scenario, Some(k));
+        let cluster = scenario::cluster_state(&state.scenario);
+        for pod in &step.delete.pods {
+            let (_, pod) = pod.split_once('/').unwrap_or(("", pod));
+            staged.backends.stop_pod(pod).await;
+            staged.topo.delete_pod(pod).await.with_context(context)?;
         }
-        let shots = probe::fire(topo, &plan, probe_timeout)
-            .with_context(|| format!("firing probe {}", plan.name))?;
-        let obs = observe::observe_probe(&plan, &shots, &addresses, proxier.random_choice());
-        if let Some(expect) = expectation {
-            let found = observe::check(expect, &obs, &addresses);
-            if !found.is_empty() {
-                evidence.push(collector.collect(scenario, spec, &plan, expect, &found));
-            }
-            violations.extend(
-                found
-                    .into_iter()
-                    .map(|v| format!("{} [{}]: {v}", scenario.name, proxier.label())),
-            );
+        let new_ports: Vec<u16> = health_check_ports(&cluster)
+            .difference(&health_checks)
+            .copied()
+            .collect();
+        staged
+            .backends
+            .serve_health_checks(&staged.topo, &new_ports)
+            .with_context(context)?;
+        health_checks.extend(new_ports);
+        let synced = std::time::Instant::now();
+        let resynced = resync_nodes(
+            &staged.topo,
+            &state.scenario,
+            &cluster,
+            (!step.restart_proxier).then_some(&previous),
+            proxier,
+        )
+        .with_context(context)?;
+        timing.step_syncs.push(synced.elapsed());
+        let not_converged = convergence_check(&staged.topo, &state.scenario, &cluster, proxier)
+            .with_context(context)?;
+        judged.violations.extend(not_converged.iter().map(|d| {
+            format!(
+                "{} [{}]: {d} after step `{name}` (a fresh node synced to the same state \
+                 differs)",
+                scenario.name,
+                proxier.label()
+            )
+        }));
+        let probes = ProbeGroup {
+            state: &state.scenario,
+            cluster: &cluster,
+            step: Some(&name),
         }
-        probes.push(obs);
-        timing.probes.push(probe_started.elapsed());
+        .run(
+            &staged.topo,
+            proxier,
+            probe_timeout,
+            &mut flows,
+            &mut judged,
+            &mut timing,
+        )
+        .with_context(context)?;
+        steps.push(StepObservation {
+            step: name,
+            nodes: resynced,
+            converged: not_converged.is_empty(),
+            not_converged,
+            probes,
+        });
+        previous = cluster;
     }
     Ok(ScenarioRun {
         observation: ScenarioObservation {
@@ -394,11 +519,193 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
             proxier: proxier.label(),
             nodes: staged.nodes.clone(),
             probes,
+            steps,
         },
-        violations,
-        evidence,
+        violations: judged.violations,
+        evidence: judged.evidence,
         timing,
     })
+}
+
+/// Violations and evidence gathered over a run.
+#[derive(Default)]
+struct Judged {
+    violations: Vec<String>,
+    evidence: Vec<ProbeEvidence>,
+}
+
+fn health_check_ports(cluster: &ClusterState) -> std::collections::BTreeSet<u16> {
+    cluster
+        .service_ports
+        .iter()
+        .filter_map(|sp| sp.health_check_node_port)
+        .collect()
+}
+
+/// The chains each iptables table of `node` holds, as kube-proxy reads them before a sync.
+fn existing_chains(
+    node: &NodeNs,
+) -> Result<std::collections::BTreeMap<crate::programming::Table, std::collections::BTreeSet<String>>>
+{
+    let save = crate::programming::tools::run(
+        &node.netns,
+        crate::programming::tools::IptablesBackend::default().save(),
+        &[],
+        None,
+    )
+    .with_context(|| format!("reading the chains of node {}", node.name))?;
+    Ok(
+        crate::programming::effective::normalize_iptables_save(&save)
+            .into_iter()
+            .map(|(table, rules)| (table, rules.chains.into_iter().map(|c| c.name).collect()))
+            .collect(),
+    )
+}
+
+/// The IPVS table of `node` with connection counts; empty when the kernel has no IPVS.
+fn ipvs_table(node: &NodeNs) -> Result<Vec<ipvs_genl::TableEntry>> {
+    match ipvs_genl::IpvsHandle::in_netns(node.netns.path()) {
+        Ok(mut handle) => handle
+            .table()
+            .with_context(|| format!("reading the IPVS table of node {}", node.name)),
+        Err(ipvs_genl::Error::FamilyMissing) => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("opening IPVS on node {}", node.name)),
+    }
+}
+
+/// Every node re-synced by `proxier` to `cluster`, knowing `previous` (`None`: restarted).
+fn resync_nodes<P: NodeProgrammer + ?Sized>(
+    topo: &Topology,
+    state: &Scenario,
+    cluster: &ClusterState,
+    previous: Option<&ClusterState>,
+    proxier: &P,
+) -> Result<Vec<NodeSummary>> {
+    let mut out = Vec::new();
+    for node in topo.nodes() {
+        let ctx = scenario::node_context(state, &node.name)
+            .with_context(|| format!("node {} is not in the scenario", node.name))?;
+        let chains = existing_chains(node)?;
+        let ipvs = ipvs_table(node)?;
+        let resync = Resync {
+            previous,
+            existing_chains: &chains,
+            ipvs: &ipvs,
+        };
+        out.push(proxier.resync_node(&resync, cluster, &ctx, node)?);
+    }
+    Ok(out)
+}
+
+/// For each node: how what it holds differs from what `proxier` programs into a fresh node
+/// for the same `cluster` (each line names the node).
+fn convergence_check<P: NodeProgrammer + ?Sized>(
+    topo: &Topology,
+    state: &Scenario,
+    cluster: &ClusterState,
+    proxier: &P,
+) -> Result<Vec<String>> {
+    let read = |node: &NodeNs| {
+        crate::programming::effective_state(
+            &node.netns,
+            &crate::programming::ReadOptions::default(),
+        )
+        .with_context(|| format!("reading back node {}", node.name))
+    };
+    let mut out = Vec::new();
+    for spec in &state.topology.nodes {
+        let node = topo.node(&spec.name)?;
+        let ctx = scenario::node_context(state, &spec.name)
+            .with_context(|| format!("node {} is not in the scenario", spec.name))?;
+        let twin = topo.fresh_twin(spec)?;
+        proxier
+            .program_node(cluster, &ctx, &twin)
+            .with_context(|| format!("programming a fresh node {} to compare with", spec.name))?;
+        let draining = crate::convergence::draining_lines(&ipvs_table(node)?);
+        let differences = crate::convergence::differences(&read(node)?, &read(&twin)?, &draining);
+        out.extend(
+            differences
+                .into_iter()
+                .map(|d| format!("{}: {d}", spec.name)),
+        );
+    }
+    Ok(out)
+}
+
+/// The probes of the initial state or of one step.
+struct ProbeGroup<'a> {
+    /// The scenario as it stands (its `probes` are the group's).
+    state: &'a Scenario,
+    cluster: &'a ClusterState,
+    /// The step's name; observations of its probes are named `STEP/PROBE`.
+    step: Option<&'a str>,
+}
+
+impl ProbeGroup<'_> {
+    fn run<P: NodeProgrammer + ?Sized>(
+        &self,
+        topo: &Topology,
+        proxier: &P,
+        probe_timeout: Duration,
+        flows: &mut KeptFlows,
+        judged: &mut Judged,
+        timing: &mut Timing,
+    ) -> Result<Vec<ProbeObservation>> {
+        let (scenario, cluster) = (self.state, self.cluster);
+        let addresses = node_addresses(topo);
+        let mut collector = Collector::new(topo);
+        let mut observed = Vec::new();
+        for (index, spec) in scenario.probes.iter().enumerate() {
+            let probe_started = std::time::Instant::now();
+            let expectation = spec.expectation_for(&proxier.label());
+            let (plan, shots) = if let Some(flow) = &spec.continues {
+                let (plan, shot) = flows
+                    .continue_flow(topo, flow)
+                    .with_context(|| format!("continuing flow `{flow}` in probe {}", spec.name))?;
+                (plan, vec![shot])
+            } else {
+                let mut plan = probe::plan(scenario, topo, index)?;
+                if let Some(flow) = &spec.keep {
+                    let shot = flows
+                        .open(topo, flow, &plan, probe_timeout)
+                        .with_context(|| format!("keeping flow `{flow}`"))?;
+                    (plan, vec![shot])
+                } else {
+                    // A random choice needs enough shots to show the whole set reached, unless
+                    // the expectation itself declares a deterministic choice (counts, sequence).
+                    if proxier.random_choice() && !expectation.is_some_and(|e| e.fixes_shot_count())
+                    {
+                        let candidates = candidate_backends(cluster, scenario, spec);
+                        plan.repeat = plan.repeat.max(shots_to_reach_all(candidates));
+                    }
+                    let shots = probe::fire_keeping(topo, &plan, probe_timeout, &flows.entries())
+                        .with_context(|| format!("firing probe {}", plan.name))?;
+                    (plan, shots)
+                }
+            };
+            let mut obs =
+                observe::observe_probe(&plan, &shots, &addresses, proxier.random_choice());
+            if let Some(step) = self.step {
+                obs.probe = format!("{step}/{}", spec.name);
+            }
+            if let Some(expect) = expectation {
+                let found = observe::check(expect, &obs, &addresses);
+                if !found.is_empty() {
+                    let mut evidence = collector.collect(scenario, spec, &plan, expect, &found);
+                    evidence.probe = obs.probe.clone();
+                    judged.evidence.push(evidence);
+                }
+                judged.violations.extend(
+                    found
+                        .into_iter()
+                        .map(|v| format!("{} [{}]: {v}", scenario.name, proxier.label())),
+                );
+            }
+            observed.push(obs);
+            timing.probes.push(probe_started.elapsed());
+        }
+        Ok(observed)
+    }
 }
 
 #[cfg(test)]

@@ -654,3 +654,167 @@ fn a_refused_sysctl_rolls_back_cleanly() {
     assert!(!err.contains("ROLLBACK INCOMPLETE"), "{err}");
     assert_eq!(ns.get_sysctl("net.ipv4.ip_forward").unwrap(), "0");
 }
+
+fn nat_with(chains: &[&str], rules: &[&str]) -> Programming {
+    let mut p = Programming::default();
+    p.iptables.insert(
+        Table::Nat,
+        TableRules {
+            chains: chains.iter().map(|c| chain_or_builtin(c)).collect(),
+            rules: rules.iter().map(|r| r.to_string()).collect(),
+        },
+    );
+    p
+}
+
+fn chain_or_builtin(name: &str) -> ChainDecl {
+    match name {
+        "PREROUTING" | "INPUT" | "OUTPUT" | "POSTROUTING" => ChainDecl {
+            name: name.into(),
+            policy: Some("ACCEPT".into()),
+        },
+        _ => chain(name),
+    }
+}
+
+/// A declared built-in chain is not flushed by `iptables-restore --noflush` (only a user
+/// chain's line flushes it), so its rules are ensured, not appended again: applying the same
+/// programming twice leaves one copy of each.
+#[test]
+fn applying_twice_leaves_one_copy_of_built_in_chain_rules() {
+    let ns = netns("twice");
+    let p = nat_with(
+        &["OUTPUT", "KUBE-SERVICES"],
+        &["-A OUTPUT -j KUBE-SERVICES", "-A KUBE-SERVICES -j RETURN"],
+    );
+    applier()
+        .apply(&ns, "twice", &p, None)
+        .expect("first apply");
+    applier()
+        .apply(&ns, "twice", &p, None)
+        .expect("second apply");
+    let nat = read(&ns, &p).iptables[&Table::Nat].clone();
+    assert_eq!(
+        nat.rules,
+        ["-A OUTPUT -j KUBE-SERVICES", "-A KUBE-SERVICES -j RETURN"],
+        "{nat:?}"
+    );
+}
+
+/// `-X CHAIN` after the chain's declaration deletes it, as kube-proxy removes stale chains; the
+/// readback check flags a chain such a line should have deleted.
+#[test]
+fn chain_deletion_lines_delete_stale_chains() {
+    let ns = netns("delete-chain");
+    let before = nat_with(
+        &["KUBE-SVC-STALE", "KUBE-SVC-KEPT"],
+        &["-A KUBE-SVC-STALE -j RETURN", "-A KUBE-SVC-KEPT -j RETURN"],
+    );
+    applier().apply(&ns, "n", &before, None).expect("apply");
+    let after = nat_with(
+        &["KUBE-SVC-KEPT", "KUBE-SVC-STALE"],
+        &["-A KUBE-SVC-KEPT -j RETURN", "-X KUBE-SVC-STALE"],
+    );
+    applier()
+        .apply(&ns, "n", &after, None)
+        .expect("apply the deletion");
+    let state = read(&ns, &after);
+    let chains: Vec<&str> = state.iptables[&Table::Nat]
+        .chains
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(chains, ["KUBE-SVC-KEPT"]);
+    assert!(state.diff_against(&after).is_empty());
+    // Read against the state before the deletion, the same programming names what is left.
+    let stale = read(&ns, &before);
+    applier().apply(&ns, "n", &before, None).expect("re-create");
+    let missing = read(&ns, &before).diff_against(&after);
+    assert_eq!(
+        missing.iter().map(|m| m.to_string()).collect::<Vec<_>>(),
+        ["table nat: deletion of chain KUBE-SVC-STALE"],
+        "{stale:?}"
+    );
+}
+
+/// A UDP flow on loopback, tracked (a conntrack match makes the namespace track connections): the
+/// conntrack cleanup deletes it when its reply source is not listed as serving, and keeps it
+/// when it is.
+#[test]
+fn conntrack_cleanup_deletes_entries_whose_reply_source_is_not_serving() {
+    use kpct::programming::ConntrackCleanup;
+    use kpct::scenario::Protocol as P;
+    let ns = netns("conntrack");
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(async { kpct::topology::NetlinkNs::open(&ns)?.set_up("lo").await })
+        .expect("lo up");
+    let mut track = Programming::default();
+    track.iptables.insert(
+        Table::Filter,
+        TableRules {
+            chains: Vec::new(),
+            rules: vec!["-A OUTPUT -m conntrack --ctstate NEW -j ACCEPT".into()],
+        },
+    );
+    applier().apply(&ns, "n", &track, None).expect("apply");
+    let send = || {
+        ns.run(|| {
+            let s = std::net::UdpSocket::bind("127.0.0.1:4053").unwrap();
+            s.send_to(b"x", "127.0.0.1:53").unwrap();
+        })
+        .unwrap()
+    };
+    let udp_53 = || {
+        kpct::conntrack::entries(&ns)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.original.protocol == 17 && e.original.dport == 53)
+            .count()
+    };
+    send();
+    assert_eq!(
+        udp_53(),
+        1,
+        "the datagram left an entry: {:?}",
+        kpct::conntrack::entries(&ns)
+    );
+    let cleanup = |serving: &str| {
+        let mut p = track.clone();
+        p.conntrack_cleanup = vec![ConntrackCleanup {
+            protocol: P::Udp,
+            orig_dst: Some("127.0.0.1".parse().unwrap()),
+            orig_dport: 53,
+            serving: vec![serving.parse().unwrap()],
+        }];
+        p
+    };
+    let report = applier()
+        .apply(&ns, "n", &cleanup("127.0.0.1"), None)
+        .expect("apply");
+    assert_eq!(
+        (report.conntrack_deleted, udp_53()),
+        (0, 1),
+        "a serving reply source stays"
+    );
+    let report = applier()
+        .apply(&ns, "n", &cleanup("10.244.2.53"), None)
+        .expect("apply");
+    assert_eq!(
+        (report.conntrack_deleted, udp_53()),
+        (1, 0),
+        "a stale one goes"
+    );
+    // The text format carries the cleanup both ways.
+    let text = render_text(&cleanup("10.244.2.53"));
+    assert!(
+        text.contains(
+            "*conntrack\n-p udp --orig-dst 127.0.0.1 --orig-port-dst 53 --reply-src-not 10.244.2.53\nCOMMIT\n"
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        parse_text_with_sources(&text, "t").unwrap().programming,
+        cleanup("10.244.2.53")
+    );
+}

@@ -5,7 +5,9 @@
 mod common;
 
 use common::{
-    block_health_checks, drop_postrouting_masquerade, drop_sctp, pin_one_backend, Mutated,
+    block_health_checks, drop_invalid_rule, drop_postrouting_masquerade, drop_sctp,
+    keep_stale_chains, keep_stale_virtual_servers, no_graceful_termination, pin_one_backend,
+    skip_conntrack_cleanup, Mutated,
 };
 use kpct::caps::require_ipvs;
 use kpct::probe::probe_timeout;
@@ -342,4 +344,128 @@ async fn needs_ipvs_dropping_sctp_is_caught() {
     require_ipvs();
     kpct::caps::require_sctp();
     dropping_sctp_is_caught("kube-proxy-ipvs").await;
+}
+
+/// The UDP client pinned to a removed endpoint shows a proxier without conntrack cleanup.
+async fn skipping_conntrack_cleanup_is_caught(proxier: &'static str) {
+    mutation_is_caught(
+        "transition-udp-endpoint-replaced.yaml",
+        proxier,
+        skip_conntrack_cleanup,
+        &["replace-endpoint/resolver-again"],
+        "expected every one of [dns-2] to be reached",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skipping_conntrack_cleanup_is_caught_in_iptables_mode() {
+    skipping_conntrack_cleanup_is_caught("kube-proxy-iptables").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_skipping_conntrack_cleanup_is_caught() {
+    require_ipvs();
+    skipping_conntrack_cleanup_is_caught("kube-proxy-ipvs").await;
+}
+
+/// Runs the library scenario `file` against `proxier` broken by `mutate` and returns the
+/// violations of the convergence check (those naming a step, not a probe).
+async fn convergence_violations(
+    file: &str,
+    proxier: &'static str,
+    mutate: fn(&mut kpct::programming::Programming) -> anyhow::Result<()>,
+) -> Vec<String> {
+    let path = format!("{}/../scenarios/{file}", env!("CARGO_MANIFEST_DIR"));
+    let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
+    let intact = kpct::run::run_scenario(&s, builtin(proxier).unwrap().as_ref(), probe_timeout())
+        .await
+        .expect("run");
+    assert_eq!(
+        intact.violations,
+        Vec::<String>::new(),
+        "the intact proxier conforms"
+    );
+    let broken = Mutated {
+        name: proxier,
+        inner: proxier,
+        mutate,
+    };
+    kpct::run::run_scenario(&s, &broken, probe_timeout())
+        .await
+        .expect("run")
+        .violations
+        .into_iter()
+        .filter(|v| v.contains("a fresh node synced to the same state differs"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_endpoint_chains_fail_the_convergence_check() {
+    let found = convergence_violations(
+        "transition-scale-down-up.yaml",
+        "kube-proxy-iptables",
+        keep_stale_chains,
+    )
+    .await;
+    // web-1 (node-a) and web-3 (node-b) left the Service: their KUBE-SEP- chains stay on both
+    // nodes.
+    for node in ["node-a", "node-b"] {
+        assert!(
+            found
+                .iter()
+                .any(|v| v.contains(&format!("{node}: stale chain KUBE-SEP-"))
+                    && v.contains("after step `scale-down`")),
+            "{node}: {found:#?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_stale_virtual_servers_fail_the_convergence_check() {
+    require_ipvs();
+    let found = convergence_violations(
+        "transition-service-deleted.yaml",
+        "kube-proxy-ipvs",
+        keep_stale_virtual_servers,
+    )
+    .await;
+    for node in ["node-a", "node-b"] {
+        for vip in ["10.96.0.10:80", "192.168.1.200:80", "192.168.1.10:30080"] {
+            assert!(
+                found.iter().any(|v| v
+                    .contains(&format!("{node}: stale IPVS virtual server `-A -t {vip} "))
+                    && v.contains("after step `delete-web`")),
+                "{node} {vip}: {found:#?}"
+            );
+        }
+    }
+}
+
+/// Deleting a real server at once breaks the established connection graceful termination
+/// keeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_deleting_real_servers_at_once_is_caught() {
+    require_ipvs();
+    mutation_is_caught(
+        "transition-terminating-established.yaml",
+        "kube-proxy-ipvs",
+        no_graceful_termination,
+        &["web-1-terminating/session-continues"],
+        "expected every one of [web-1] to be reached",
+    )
+    .await;
+}
+
+/// Without KUBE-FORWARD's INVALID drop the out-of-state packet reaches the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarding_invalid_packets_is_caught() {
+    mutation_is_caught(
+        "transition-invalid-dropped.yaml",
+        "kube-proxy-iptables",
+        drop_invalid_rule,
+        &["invalid-packet/out-of-state-syn-from-backend"],
+        "expected outcome dropped",
+    )
+    .await;
 }

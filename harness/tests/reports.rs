@@ -364,6 +364,7 @@ fn synthetic(scenario: &str, probe: &str, violation: Option<&str>) -> ScenarioRu
                 all: vec![s],
                 client_ip: None,
             }],
+            steps: Vec::new(),
         },
         violations: violation
             .map(|v| vec![format!("{scenario} [x]: probe `{probe}`: {v}")])

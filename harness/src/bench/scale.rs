@@ -27,7 +27,7 @@ use crate::topology::Topology;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::io::Read;
+use std::io::BufRead;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -406,14 +406,15 @@ pub async fn run_one<P: Proxier + ?Sized>(
     })
 }
 
-/// Connects (timing `connect()` alone) and reads the backend's whole answer.
+/// Connects (timing `connect()` alone) and reads the backend's answer line (the backend holds
+/// the connection open for more requests; closing it is the client's part).
 fn connect_and_read(dst: SocketAddrV4, timeout: Duration) -> std::io::Result<(Duration, String)> {
     let started = Instant::now();
-    let mut stream = TcpStream::connect_timeout(&SocketAddr::V4(dst), timeout)?;
+    let stream = TcpStream::connect_timeout(&SocketAddr::V4(dst), timeout)?;
     let rtt = started.elapsed();
     stream.set_read_timeout(Some(timeout))?;
     let mut answer = String::new();
-    stream.read_to_string(&mut answer)?;
+    std::io::BufReader::new(stream).read_line(&mut answer)?;
     Ok((rtt, answer))
 }
 

@@ -59,6 +59,7 @@ pub fn synthetic_scenario(nodes: u8, pods_per_node: u8) -> Scenario {
         endpoint_slices: Vec::new(),
         proxier: Default::default(),
         probes: Vec::new(),
+        steps: Vec::new(),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod packet;
 mod sctp;
 
 use crate::capture::{Capture, Flow};
+use crate::conntrack::Tuple;
 use crate::netns::Netns;
 use crate::scenario::{Node, Probe, ProbeTarget, Protocol, Scenario, ServicePort, TargetPort, Via};
 use crate::topology::naming::{mac_for, BRIDGE_IF, UNDERLAY_IF};
@@ -297,11 +298,51 @@ pub fn flush_conntrack(topo: &Topology) -> Result<()> {
     Ok(())
 }
 
+/// Conntrack entries a flush must leave alone, by node: those of the flows a scenario keeps
+/// across steps (their original-direction tuples, which identify an entry).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeptEntries(pub std::collections::BTreeMap<String, std::collections::BTreeSet<Tuple>>);
+
+impl KeptEntries {
+    pub fn is_empty(&self) -> bool {
+        self.0.values().all(|s| s.is_empty())
+    }
+
+    fn keeps(&self, node: &str, entry: &crate::conntrack::Entry) -> bool {
+        self.0
+            .get(node)
+            .is_some_and(|s| s.contains(&entry.original))
+    }
+}
+
+/// Empties conntrack in every node but for the kept entries: a probe that opens new flows
+/// starts clean, and a flow kept across steps still rides on its entries.
+pub fn flush_conntrack_keeping(topo: &Topology, kept: &KeptEntries) -> Result<()> {
+    if kept.is_empty() {
+        return flush_conntrack(topo);
+    }
+    for node in topo.nodes() {
+        crate::conntrack::delete_where(&node.netns, |e| !kept.keeps(&node.name, e))
+            .with_context(|| format!("flushing conntrack on node {}", node.name))?;
+    }
+    Ok(())
+}
+
 /// Fires every repetition of `plan` and returns what each observed. Conntrack is flushed once
 /// per probe: every shot uses its own source port, so each is a new flow anyway, while state
 /// that is *meant* to carry over between a client's connections (session affinity) does.
 pub fn fire(topo: &Topology, plan: &ProbePlan, timeout: Duration) -> Result<Vec<Shot>> {
-    flush_conntrack(topo)?;
+    fire_keeping(topo, plan, timeout, &KeptEntries::default())
+}
+
+/// [`fire`], leaving the `kept` conntrack entries in place.
+pub fn fire_keeping(
+    topo: &Topology,
+    plan: &ProbePlan,
+    timeout: Duration,
+    kept: &KeptEntries,
+) -> Result<Vec<Shot>> {
+    flush_conntrack_keeping(topo, kept)?;
     let sport_of = |rep: u32| {
         plan.sport
             .checked_add(u16::try_from(rep).unwrap_or(u16::MAX))
@@ -460,31 +501,14 @@ fn fire_socket(
     timeout: Duration,
 ) -> Result<Shot> {
     let outcome = ns.run(move || -> std::io::Result<String> {
-        use std::io::{Read, Write};
+        use std::io::BufRead;
         match protocol {
             Protocol::Tcp => {
-                let socket = nix::sys::socket::socket(
-                    nix::sys::socket::AddressFamily::Inet,
-                    nix::sys::socket::SockType::Stream,
-                    nix::sys::socket::SockFlag::empty(),
-                    None,
-                )?;
-                nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::ReuseAddr, &true)?;
-                nix::sys::socket::bind(
-                    std::os::fd::AsRawFd::as_raw_fd(&socket),
-                    &nix::sys::socket::SockaddrIn::from(local),
-                )?;
-                let stream = std::net::TcpStream::from(socket);
-                // connect with timeout via a second, non-blocking attempt is overkill here:
-                // SO_SNDTIMEO bounds the blocking connect on Linux.
-                stream.set_write_timeout(Some(timeout))?;
-                stream.set_read_timeout(Some(timeout))?;
-                let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-                nix::sys::socket::connect(fd, &nix::sys::socket::SockaddrIn::from(remote))?;
-                let mut s = stream;
+                let stream = connect_tcp(local, remote, timeout)?;
+                // The server answers one line per request and holds the connection until the
+                // client closes it, so read that line and close.
                 let mut answer = String::new();
-                s.read_to_string(&mut answer)?;
-                let _ = s.flush();
+                std::io::BufReader::new(stream).read_line(&mut answer)?;
                 Ok(answer)
             }
             Protocol::Udp => {
@@ -518,9 +542,41 @@ fn fire_socket(
     })
 }
 
-fn socket_error_kind(e: &std::io::Error) -> String {
+/// A TCP connection from `local` to `remote`, made in the calling thread's namespace, with
+/// `timeout` bounding the connect and every later read and write.
+pub(crate) fn connect_tcp(
+    local: SocketAddrV4,
+    remote: SocketAddrV4,
+    timeout: Duration,
+) -> std::io::Result<std::net::TcpStream> {
+    use nix::sys::socket::{self as sock, sockopt, AddressFamily, SockFlag, SockType, SockaddrIn};
+    let socket = sock::socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::empty(),
+        None,
+    )?;
+    sock::setsockopt(&socket, sockopt::ReuseAddr, &true)?;
+    sock::bind(
+        std::os::fd::AsRawFd::as_raw_fd(&socket),
+        &SockaddrIn::from(local),
+    )?;
+    let stream = std::net::TcpStream::from(socket);
+    // SO_SNDTIMEO bounds the blocking connect on Linux.
+    stream.set_write_timeout(Some(timeout))?;
+    stream.set_read_timeout(Some(timeout))?;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    sock::connect(fd, &SockaddrIn::from(remote))?;
+    Ok(stream)
+}
+
+pub(crate) fn socket_error_kind(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::ConnectionRefused => "refused".into(),
+        // A write after the peer reset the connection fails with EPIPE.
+        std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe => "reset".into(),
+        // The peer closed the connection (FIN) before answering.
+        std::io::ErrorKind::UnexpectedEof => "closed".into(),
         std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => "timeout".into(),
         std::io::ErrorKind::HostUnreachable | std::io::ErrorKind::NetworkUnreachable => {
             "unreachable".into()

@@ -2,8 +2,11 @@
 //!
 //! Order: sysctls, kube-ipvs0 and its addresses, ipsets (`ipset restore`), iptables
 //! (`iptables-restore`, `--noflush` unless [`RestoreMode::Flush`]), IPVS (generic netlink via
-//! `ipvs-genl`). Sets come before the rules that name them, the device before IPVS so service
-//! addresses are local when the first packet arrives.
+//! `ipvs-genl`), conntrack cleanup (ctnetlink). Sets come before the rules that name them, the
+//! device before IPVS so service addresses are local when the first packet arrives, and the
+//! conntrack cleanup last, as kube-proxy ends its sync with it: a deleted entry cannot be put
+//! back, so it only runs once everything else is written, and a failure there rolls the rest
+//! back and says how many entries were already gone.
 //!
 //! Objects the programming names end up exactly as it says (a listed ipset is flushed before its
 //! entries are added, a listed IPVS service loses destinations it does not list, kube-ipvs0
@@ -25,8 +28,8 @@ use super::rollback::{self, Before};
 use super::rule_key::rule_key;
 use super::source::{Item, Origin, SourceMap};
 use super::text::{
-    render_delete_others, render_destination_line, render_service_line, render_table,
-    render_timeouts,
+    render_conntrack_line, render_delete_others, render_destination_line, render_service_line,
+    render_table, render_timeouts,
 };
 use super::tools::{self, blamed_line, tool_message, IptablesBackend};
 use super::{Programming, RestoreMode, Table};
@@ -73,6 +76,7 @@ pub enum Step {
     Ipsets,
     Iptables,
     Ipvs,
+    Conntrack,
 }
 
 impl fmt::Display for Step {
@@ -83,6 +87,7 @@ impl fmt::Display for Step {
             Step::Ipsets => "ipset restore",
             Step::Iptables => "iptables-restore",
             Step::Ipvs => "IPVS",
+            Step::Conntrack => "conntrack cleanup",
         })
     }
 }
@@ -102,6 +107,8 @@ pub struct AppliedReport {
     pub rules: usize,
     pub services: usize,
     pub destinations: usize,
+    /// Conntrack entries the cleanup deleted.
+    pub conntrack_deleted: usize,
     /// How long recording the pre-apply state (for rollback) took.
     pub snapshot_time: Duration,
     /// How long each step that ran took, in order (printed by `kpct bench`, never asserted).
@@ -248,12 +255,13 @@ impl Applier {
             rules: 0,
             services: 0,
             destinations: 0,
+            conntrack_deleted: 0,
             snapshot_time,
             step_times: Vec::new(),
         };
         let mut started = Vec::new();
         let result = (|| -> Result<(), (Step, StepError)> {
-            let steps: [(Step, bool); 5] = [
+            let steps: [(Step, bool); 6] = [
                 (Step::Sysctls, !p.sysctls.is_empty()),
                 (Step::KubeIpvs0, !p.ipvs_addresses.is_empty()),
                 (Step::Ipsets, !p.ipsets.is_empty()),
@@ -264,6 +272,7 @@ impl Applier {
                         || p.ipvs_timeouts.is_some()
                         || p.ipvs_delete_others.is_some(),
                 ),
+                (Step::Conntrack, !p.conntrack_cleanup.is_empty()),
             ];
             for (step, needed) in steps {
                 if !needed {
@@ -279,6 +288,7 @@ impl Applier {
                     Step::Ipsets => apply_ipsets(ns, p),
                     Step::Iptables => self.apply_iptables(ns, p, &before),
                     Step::Ipvs => apply_ipvs(ns, p),
+                    Step::Conntrack => apply_conntrack(ns, p).map(|n| report.conntrack_deleted = n),
                 };
                 done.map_err(|e| (step, e))?;
                 report.step_times.push((step, step_started.elapsed()));
@@ -425,7 +435,9 @@ impl Applier {
     }
 
     /// Keys of the rules already in `table` that a `--noflush` restore keeps: those of chains
-    /// the programming does not declare. Empty for a flushing restore.
+    /// the programming does not declare, and of every built-in chain (a `:INPUT ACCEPT` line
+    /// under `--noflush` sets the policy but does not flush the chain, unlike a user chain's
+    /// line). Empty for a flushing restore.
     fn ensured_rules(
         &self,
         p: &Programming,
@@ -450,7 +462,10 @@ impl Applier {
                 _ => l,
             })
             .filter_map(rule_key)
-            .filter(|(chain, _)| !declared.contains(chain.as_str()))
+            .filter(|(chain, _)| {
+                !declared.contains(chain.as_str())
+                    || super::builtin_chains(table).contains(&chain.as_str())
+            })
             .collect()
     }
 }
@@ -530,6 +545,27 @@ fn apply_ipsets(ns: &Netns, p: &Programming) -> Result<(), StepError> {
         },
     )?;
     Ok(())
+}
+
+/// Deletes every entry one of the programming's cleanups names.
+fn apply_conntrack(ns: &Netns, p: &Programming) -> Result<usize, StepError> {
+    let entries = crate::conntrack::entries(ns).map_err(|e| StepError::plain(format!("{e:#}")))?;
+    let mut deleted = 0;
+    for entry in &entries {
+        let Some(index) = p.conntrack_cleanup.iter().position(|c| c.deletes(entry)) else {
+            continue;
+        };
+        crate::conntrack::delete(ns, &entry.original).map_err(|e| StepError {
+            input: Some(format!(
+                "conntrack `{}`",
+                render_conntrack_line(&p.conntrack_cleanup[index])
+            )),
+            item: Some(Item::ConntrackCleanup { index }),
+            message: format!("{e:#} ({deleted} entries were deleted before)"),
+        })?;
+        deleted += 1;
+    }
+    Ok(deleted)
 }
 
 pub(super) fn open_ipvs(ns: &Netns) -> Result<IpvsHandle, StepError> {

@@ -287,6 +287,11 @@ pub enum Missing {
         table: Table,
         chain: String,
     },
+    /// A chain a `-X` line deletes is still there.
+    ChainDeletion {
+        table: Table,
+        chain: String,
+    },
     ChainPolicy {
         table: Table,
         chain: String,
@@ -339,6 +344,9 @@ impl fmt::Display for Missing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Missing::Chain { table, chain } => write!(f, "table {}: chain {chain}", table.name()),
+            Missing::ChainDeletion { table, chain } => {
+                write!(f, "table {}: deletion of chain {chain}", table.name())
+            }
             Missing::ChainPolicy {
                 table,
                 chain,
@@ -425,7 +433,20 @@ impl EffectiveState {
         let empty = TableRules::default();
         for (table, wanted) in &p.iptables {
             let have = self.iptables.get(table).unwrap_or(&empty);
-            for c in &wanted.chains {
+            let deleted: Vec<&str> = wanted.deleted_chains().collect();
+            for chain in &deleted {
+                if have.chains.iter().any(|h| h.name == *chain) {
+                    missing.push(Missing::ChainDeletion {
+                        table: *table,
+                        chain: chain.to_string(),
+                    });
+                }
+            }
+            for c in wanted
+                .chains
+                .iter()
+                .filter(|c| !deleted.contains(&c.name.as_str()))
+            {
                 let found = have.chains.iter().find(|h| h.name == c.name);
                 let builtin = builtin_chains(*table).contains(&c.name.as_str());
                 match (found, &c.policy) {
@@ -457,7 +478,7 @@ impl EffectiveState {
             }
             let mut available: Vec<Option<(String, Vec<String>)>> =
                 have.rules.iter().map(|r| rule_key(r)).collect();
-            for rule in &wanted.rules {
+            for rule in wanted.rule_lines() {
                 let key = rule_key(rule);
                 match available.iter().position(|a| a.is_some() && *a == key) {
                     Some(i) => available[i] = None,

@@ -42,6 +42,22 @@ pub struct TableRules {
     pub rules: Vec<String>,
 }
 
+impl TableRules {
+    /// Chains a `-X CHAIN` line deletes: kube-proxy removes a stale chain by declaring it (which
+    /// flushes it) and writing `-X` for it in the same restore (pkg/proxy/iptables/proxier.go).
+    pub fn deleted_chains(&self) -> impl Iterator<Item = &str> {
+        self.rules
+            .iter()
+            .filter_map(|r| r.strip_prefix("-X "))
+            .map(str::trim)
+    }
+
+    /// The rule lines that put a rule into a chain (every line but `-X` deletions).
+    pub fn rule_lines(&self) -> impl Iterator<Item = &String> {
+        self.rules.iter().filter(|r| !r.starts_with("-X "))
+    }
+}
+
 /// `:NAME POLICY [0:0]`; built-in chains carry their policy, user chains `-`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainDecl {
@@ -115,6 +131,28 @@ pub struct VirtualServer {
     pub destinations: Vec<Destination>,
 }
 
+/// A proxier's stale-conntrack cleanup for one Service frontend: delete the entries of
+/// `protocol` to `orig_dst` (any address when `None`: a NodePort) port `orig_dport` whose reply
+/// comes from none of `serving` (the DNAT target is no serving endpoint), as kube-proxy's
+/// `conntrack.CleanStaleEntries` filters them (pkg/proxy/conntrack/cleanup.go).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConntrackCleanup {
+    pub protocol: crate::scenario::Protocol,
+    pub orig_dst: Option<Ipv4Addr>,
+    pub orig_dport: u16,
+    pub serving: Vec<Ipv4Addr>,
+}
+
+impl ConntrackCleanup {
+    /// Whether the entry is one this cleanup deletes.
+    pub fn deletes(&self, e: &crate::conntrack::Entry) -> bool {
+        e.original.protocol == self.protocol.number()
+            && e.original.dport == self.orig_dport
+            && self.orig_dst.is_none_or(|d| e.original.dst == d)
+            && !self.serving.contains(&e.reply.src)
+    }
+}
+
 /// Everything one node's namespace should hold after a proxier has synced.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Programming {
@@ -134,6 +172,9 @@ pub struct Programming {
     /// address lies in one of these CIDRs, as IPVS mode's `cleanLegacyService` does on every
     /// sync. `None` leaves other services alone.
     pub ipvs_delete_others: Option<Vec<Ipv4Cidr>>,
+    /// Conntrack entries to delete once everything else is written (last, since deleted
+    /// entries cannot be put back).
+    pub conntrack_cleanup: Vec<ConntrackCleanup>,
 }
 
 /// Whether `IpvsDeleteOthers`-style pruning removes the kernel service `key`: an IPv4 address

@@ -116,6 +116,8 @@ pub(super) fn roll_back(
     let mut problems = Vec::new();
     for step in started.iter().rev() {
         let result = match step {
+            // Deleted conntrack entries cannot be put back; the error says how far it got.
+            Step::Conntrack => Ok(()),
             Step::Ipvs => roll_back_ipvs(ns, before),
             Step::Iptables => roll_back_iptables(ns, p, before, backend),
             Step::Ipsets => roll_back_ipsets(ns, p, before),

@@ -31,6 +31,7 @@ pub enum Item {
     Sysctl { key: String },
     IpvsTimeouts,
     IpvsDeleteOthers,
+    ConntrackCleanup { index: usize },
 }
 
 /// Item -> origin. Items without an entry were not read from text (e.g. built in Rust).

@@ -30,6 +30,12 @@
 //! -A -t 10.96.0.1:443 -s rr
 //! -a -t 10.96.0.1:443 -r 192.168.1.10:6443 -m -w 1
 //! COMMIT
+//! # Conntrack entries deleted after everything else is applied: those to the original
+//! # destination (any address without --orig-dst) and port whose reply source is none of the
+//! # --reply-src-not addresses (kube-proxy's stale UDP cleanup).
+//! *conntrack
+//! -p udp --orig-dst 10.96.0.10 --orig-port-dst 53 --reply-src-not 10.244.1.5,10.244.2.5
+//! COMMIT
 //! ```
 //!
 //! Each section appears at most once, in any order, and ends with `COMMIT`. Inside a table
@@ -50,9 +56,10 @@
 
 use super::source::{Item, Origin, SourceMap};
 use super::{
-    ChainDecl, IpSet, IpSetType, Programming, RestoreMode, Table, TableRules, VirtualServer,
+    ChainDecl, ConntrackCleanup, IpSet, IpSetType, Programming, RestoreMode, Table, TableRules,
+    VirtualServer,
 };
-use crate::scenario::Ipv4Cidr;
+use crate::scenario::{Ipv4Cidr, Protocol};
 use ipvs_genl::{
     format_save, parse_save, Destination, DestinationState, Service, ServiceState, Stats, Timeouts,
 };
@@ -85,10 +92,11 @@ pub enum Section {
     Ipvs,
     Addresses,
     Sysctl,
+    Conntrack,
 }
 
 impl Section {
-    pub const ALL: [Section; 8] = [
+    pub const ALL: [Section; 9] = [
         Section::Sysctl,
         Section::Addresses,
         Section::Ipset,
@@ -97,6 +105,7 @@ impl Section {
         Section::Table(Table::Nat),
         Section::Table(Table::Filter),
         Section::Ipvs,
+        Section::Conntrack,
     ];
 
     pub fn name(self) -> &'static str {
@@ -106,6 +115,7 @@ impl Section {
             Section::Ipvs => "ipvs",
             Section::Addresses => "addresses",
             Section::Sysctl => "sysctl",
+            Section::Conntrack => "conntrack",
         }
     }
 
@@ -252,6 +262,10 @@ fn parse_body(
         }
         Section::Sysctl => {
             out.programming.sysctls = parse_sysctl_body(body, origin, &mut out.sources)?
+        }
+        Section::Conntrack => {
+            out.programming.conntrack_cleanup =
+                parse_conntrack_body(body, origin, &mut out.sources)?
         }
     }
     Ok(())
@@ -699,6 +713,97 @@ fn parse_sysctl_line(line: &str) -> Result<(String, String), String> {
     Ok((key.to_string(), value.to_string()))
 }
 
+fn parse_conntrack_body(
+    body: &[Line],
+    origin: &str,
+    sources: &mut SourceMap,
+) -> Result<Vec<ConntrackCleanup>, TextError> {
+    let mut out = Vec::new();
+    for &(lineno, line) in body {
+        let cleanup = parse_conntrack_line(line).map_err(|message| TextError {
+            origin: origin.to_string(),
+            line: lineno,
+            message,
+        })?;
+        sources.insert(
+            Item::ConntrackCleanup { index: out.len() },
+            at(origin, lineno),
+        );
+        out.push(cleanup);
+    }
+    Ok(out)
+}
+
+fn parse_conntrack_line(line: &str) -> Result<ConntrackCleanup, String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    if !words.len().is_multiple_of(2) {
+        return Err(format!(
+            "`{}`: expected OPTION VALUE pairs (-p, --orig-dst, --orig-port-dst, --reply-src-not)",
+            crate::quote::quote(line)
+        ));
+    }
+    let (mut protocol, mut orig_dst, mut orig_dport, mut serving) = (None, None, None, None);
+    for pair in words.chunks(2) {
+        let (option, value) = (pair[0], pair[1]);
+        match option {
+            "-p" => {
+                protocol = Some(match value {
+                    "tcp" => Protocol::Tcp,
+                    "udp" => Protocol::Udp,
+                    "sctp" => Protocol::Sctp,
+                    other => return Err(format!("unknown protocol `{other}` (tcp, udp or sctp)")),
+                })
+            }
+            "--orig-dst" => orig_dst = Some(parse_host_address(value)?),
+            "--orig-port-dst" => {
+                orig_dport = Some(
+                    value
+                        .parse::<u16>()
+                        .ok()
+                        .filter(|p| *p != 0)
+                        .ok_or_else(|| format!("`{value}` is not a port (1-65535)"))?,
+                )
+            }
+            "--reply-src-not" => {
+                serving = Some(
+                    value
+                        .split(',')
+                        .map(parse_host_address)
+                        .collect::<Result<Vec<_>, _>>()?,
+                )
+            }
+            other => {
+                return Err(format!(
+                    "unknown option `{}` (-p, --orig-dst, --orig-port-dst, --reply-src-not)",
+                    crate::quote::quote(other)
+                ))
+            }
+        }
+    }
+    Ok(ConntrackCleanup {
+        protocol: protocol.ok_or("missing `-p PROTOCOL`")?,
+        orig_dst,
+        orig_dport: orig_dport.ok_or("missing `--orig-port-dst PORT`")?,
+        serving: serving.ok_or("missing `--reply-src-not IP[,IP...]`")?,
+    })
+}
+
+/// One `*conntrack` line.
+pub(crate) fn render_conntrack_line(c: &ConntrackCleanup) -> String {
+    let mut out = format!("-p {}", c.protocol.lower());
+    if let Some(dst) = c.orig_dst {
+        let _ = write!(out, " --orig-dst {dst}");
+    }
+    let serving: Vec<String> = c.serving.iter().map(|a| a.to_string()).collect();
+    let _ = write!(
+        out,
+        " --orig-port-dst {} --reply-src-not {}",
+        c.orig_dport,
+        serving.join(",")
+    );
+    out
+}
+
 /// Renders a programming in the text format; [`parse_text`] gives it back unchanged.
 pub fn render_text(p: &Programming) -> String {
     let mut out = String::new();
@@ -736,6 +841,13 @@ pub fn render_text(p: &Programming) -> String {
             let _ = writeln!(out, "{}", render_delete_others(keep));
         }
         out.push_str(&render_ipvs(&p.ipvs));
+        out.push_str("COMMIT\n");
+    }
+    if !p.conntrack_cleanup.is_empty() {
+        out.push_str("*conntrack\n");
+        for c in &p.conntrack_cleanup {
+            let _ = writeln!(out, "{}", render_conntrack_line(c));
+        }
         out.push_str("COMMIT\n");
     }
     out

@@ -107,7 +107,7 @@ pub struct ExecProxier {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExecOutcome {
     /// It printed a programming for the harness to apply.
-    Printed(ParsedText),
+    Printed(Box<ParsedText>),
     /// It printed nothing and exited 0: it programmed the namespace itself.
     SelfProgrammed,
 }
@@ -327,7 +327,7 @@ impl ExecProxier {
         }
         let origin = format!("{} (stdout for node {node})", self.program);
         parse_text_with_sources(&stdout, &origin)
-            .map(ExecOutcome::Printed)
+            .map(|p| ExecOutcome::Printed(Box::new(p)))
             .map_err(|source| ExecError::Output {
                 node,
                 command,

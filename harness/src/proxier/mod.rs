@@ -3,6 +3,7 @@
 //! The reference implementations are pure functions of their input so that what they program is
 //! reviewable and unit-testable without a kernel; the kernel then judges the result.
 
+mod conntrack_cleanup;
 mod endpoints;
 pub mod exec;
 pub mod kube_proxy_iptables;
@@ -11,7 +12,22 @@ mod node_port_addresses;
 pub mod replay;
 
 use crate::cluster::{ClusterState, NodeContext};
-use crate::programming::Programming;
+use crate::programming::{Programming, Table};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a proxier knows when it syncs a node it programmed before.
+#[derive(Debug, Clone, Copy)]
+pub struct Resync<'a> {
+    /// The cluster state of its previous sync; `None` after a restart, since a restarted
+    /// kube-proxy remembers nothing of what it programmed.
+    pub previous: Option<&'a ClusterState>,
+    /// The chains each iptables table of the node holds now: what kube-proxy reads with
+    /// `iptables-save` to find stale chains.
+    pub existing_chains: &'a BTreeMap<Table, BTreeSet<String>>,
+    /// The node's IPVS table with each real server's connection counts (what IPVS mode reads
+    /// with `GetRealServers`); empty when the kernel has no IPVS.
+    pub ipvs: &'a [ipvs_genl::TableEntry],
+}
 
 /// A proxier that computes programming from cluster state without touching the kernel. Shared
 /// by the workers of a parallel run, hence `Send + Sync`.
@@ -19,6 +35,19 @@ pub trait Proxier: Send + Sync {
     /// Stable name used in reports and snapshot file names.
     fn name(&self) -> &'static str;
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming>;
+
+    /// The programming of a later sync, over what the node holds after earlier ones (by
+    /// default the same as a first sync: a proxier whose programming replaces everything it
+    /// names and removes nothing).
+    fn resync(
+        &self,
+        resync: &Resync<'_>,
+        cluster: &ClusterState,
+        node: &NodeContext,
+    ) -> anyhow::Result<Programming> {
+        let _ = resync;
+        self.program(cluster, node)
+    }
 
     /// Whether backend choice is random by design (iptables `statistic --mode random`), so
     /// observations record the set of backends reached rather than the sequence.
@@ -34,6 +63,14 @@ impl<P: Proxier + ?Sized> Proxier for Box<P> {
     }
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
         (**self).program(cluster, node)
+    }
+    fn resync(
+        &self,
+        resync: &Resync<'_>,
+        cluster: &ClusterState,
+        node: &NodeContext,
+    ) -> anyhow::Result<Programming> {
+        (**self).resync(resync, cluster, node)
     }
     fn random_backend_choice(&self) -> bool {
         (**self).random_backend_choice()

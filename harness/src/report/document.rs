@@ -189,7 +189,7 @@ pub fn blocks(results: &Results) -> Vec<Block> {
     }
     let passing: Vec<Line> = runs
         .iter()
-        .flat_map(|r| r.observation.probes.iter().map(move |p| (r, p)))
+        .flat_map(|r| r.observation.all_probes().map(move |p| (r, p)))
         .filter(|(r, p)| probe_violations(r, &p.probe).is_empty())
         .map(|(r, p)| {
             vec![

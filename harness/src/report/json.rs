@@ -85,8 +85,7 @@ pub fn json(results: &Results) -> serde_json::Result<String> {
         .map(|run| {
             let obs = &run.observation;
             let probes: Vec<Probe> = obs
-                .probes
-                .iter()
+                .all_probes()
                 .enumerate()
                 .map(|(i, p)| {
                     let violations = probe_violations(run, &p.probe);

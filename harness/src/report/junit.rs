@@ -20,8 +20,7 @@ pub fn junit(results: &Results) -> String {
     let counts = results.counts();
     let failing = |r: &ScenarioRun| {
         r.observation
-            .probes
-            .iter()
+            .all_probes()
             .filter(|p| !probe_violations(r, &p.probe).is_empty())
             .count()
     };
@@ -49,13 +48,13 @@ pub fn junit(results: &Results) -> String {
         let _ = writeln!(
             out,
             "  <testsuite name=\"{suite}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"0\" time=\"{}\" timestamp=\"{}\">",
-            obs.probes.len(),
+            obs.all_probes().count(),
             failing(run),
             secs(run.timing.total()),
             timestamp(run.timing.started)
         );
         out.push_str(&properties);
-        for (i, probe) in obs.probes.iter().enumerate() {
+        for (i, probe) in obs.all_probes().enumerate() {
             let _ = write!(
                 out,
                 "    <testcase classname=\"{class}\" name=\"{}\" time=\"{}\"",

@@ -83,7 +83,7 @@ impl Results {
     pub fn failing(&self) -> Vec<(&ScenarioRun, &ProbeObservation)> {
         self.runs
             .iter()
-            .flat_map(|r| r.observation.probes.iter().map(move |p| (r, p)))
+            .flat_map(|r| r.observation.all_probes().map(move |p| (r, p)))
             .filter(|(r, p)| !super::probe_violations(r, &p.probe).is_empty())
             .collect()
     }
@@ -91,7 +91,11 @@ impl Results {
     /// Probes that ran, failed probes, runs that errored.
     pub fn counts(&self) -> Counts {
         Counts {
-            probes: self.runs.iter().map(|r| r.observation.probes.len()).sum(),
+            probes: self
+                .runs
+                .iter()
+                .map(|r| r.observation.all_probes().count())
+                .sum(),
             failed: self.failing().len(),
             errored: self.errors.len(),
         }

@@ -63,8 +63,7 @@ pub fn table(results: &Results, style: Style) -> String {
     for run in &results.runs {
         let obs = &run.observation;
         let rows = obs
-            .probes
-            .iter()
+            .all_probes()
             .map(|probe| {
                 let failed = !probe_violations(run, &probe.probe).is_empty();
                 let shots = shots(probe);

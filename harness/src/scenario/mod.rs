@@ -5,6 +5,7 @@ pub mod model;
 mod recover;
 pub mod reference;
 mod resolve;
+mod steps;
 mod validate;
 
 pub use conventions::conventions;
@@ -12,4 +13,5 @@ pub use files::{files, BUNDLED};
 pub use load::{load, load_for, parse, parse_for, validate, Problem, ScenarioError};
 pub use model::*;
 pub use resolve::{cluster_state, node_context};
+pub use steps::{first_probe_index, state_at, step_name, StepState};
 pub use validate::KnownProxiers;

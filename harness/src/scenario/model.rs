@@ -169,6 +169,59 @@ pub struct Scenario {
     pub proxier: ProxierOptions,
     #[serde(default)]
     pub probes: Vec<Probe>,
+    /// Changes to the cluster after the initial state, in order; after each, the proxier
+    /// re-syncs every node and the step's probes run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<Step>,
+}
+
+/// One change of the cluster, then a re-sync of every node, then probes.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Step {
+    /// Defaults to `step-N` (1-based); names the step in reports and snapshots.
+    #[serde(default)]
+    pub name: String,
+    /// Objects created or replaced, as `kubectl apply` of whole manifests does: a Service
+    /// replaces the one of the same namespace/name, an EndpointSlice every explicit slice of
+    /// its Service.
+    #[serde(default)]
+    pub apply: Objects,
+    /// Objects removed, by reference.
+    #[serde(default)]
+    pub delete: Deletions,
+    /// Restart the proxier before it syncs: it programs the new state from scratch over
+    /// what the node holds, as a restarted kube-proxy does, knowing nothing of earlier states.
+    #[serde(default)]
+    pub restart_proxier: bool,
+    #[serde(default)]
+    pub probes: Vec<Probe>,
+}
+
+/// Services and EndpointSlices a step applies.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Objects {
+    #[serde(default)]
+    pub services: Vec<Service>,
+    #[serde(default)]
+    pub endpoint_slices: Vec<EndpointSlice>,
+}
+
+/// What a step deletes: `namespace/name` or `name` (in `default`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Deletions {
+    /// Services; their explicit EndpointSlices go with them, as the garbage collector does.
+    #[serde(default)]
+    pub services: Vec<String>,
+    /// The explicit EndpointSlices of these Services.
+    #[serde(default)]
+    pub endpoint_slices: Vec<String>,
+    /// Pods: the pod's network namespace is removed, and it leaves every Service whose
+    /// endpoints come from its selector.
+    #[serde(default)]
+    pub pods: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -302,6 +355,15 @@ impl Protocol {
             Protocol::Sctp => "sctp",
         }
     }
+    /// The IP protocol number.
+    pub fn number(self) -> u8 {
+        match self {
+            Protocol::Tcp => 6,
+            Protocol::Udp => 17,
+            Protocol::Sctp => 132,
+        }
+    }
+
     pub fn upper(self) -> &'static str {
         match self {
             Protocol::Tcp => "TCP",
@@ -612,7 +674,10 @@ impl Default for ProxierOptions {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Probe {
     pub name: String,
+    /// Required, except for a `continue` probe, which goes the way its flow went.
+    #[serde(default)]
     pub from: ProbeSource,
+    #[serde(default)]
     pub to: ProbeTarget,
     #[serde(default)]
     pub protocol: Protocol,
@@ -632,6 +697,15 @@ pub struct Probe {
     /// implementations legitimately differ; the scenario's comments must say why.
     #[serde(default)]
     pub expect_for: BTreeMap<String, Expectation>,
+    /// Open the probe's flow with a real socket from its source and keep it across steps
+    /// under this name: an established TCP connection, or a UDP socket on its fixed source
+    /// port (a DNS-style client). Needs `repeat: 1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<String>,
+    /// Send the next packet of the flow kept under this name (in an earlier step) and judge
+    /// where it goes. Conntrack is not flushed for it: the flow rides on its entry.
+    #[serde(rename = "continue", default, skip_serializing_if = "Option::is_none")]
+    pub continues: Option<String>,
 }
 
 fn one() -> u32 {
@@ -679,7 +753,7 @@ pub struct ProbeSource {
 }
 
 /// Where a probe goes: a service address of a given kind, or a literal address.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProbeTarget {
     /// `namespace/name` or `name` (default namespace).

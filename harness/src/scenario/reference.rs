@@ -71,6 +71,9 @@ pub fn objects() -> Vec<(&'static str, Vec<String>)> {
             "probes[].expect, probes[].expectFor.PROXIER",
             fields_of::<Expectation>(),
         ),
+        ("steps[]", fields_of::<Step>()),
+        ("steps[].apply", fields_of::<Objects>()),
+        ("steps[].delete", fields_of::<Deletions>()),
     ]
 }
 

@@ -362,6 +362,7 @@ mod tests {
             endpoint_slices: vec![],
             proxier: ProxierOptions::default(),
             probes: vec![],
+            steps: vec![],
         }
     }
 

@@ -29,17 +29,17 @@ impl FieldPath {
         Self(segments)
     }
 
-    fn root(key: &str) -> Self {
+    pub(crate) fn root(key: &str) -> Self {
         Self(vec![Seg::Key(key.to_owned())])
     }
 
-    fn key(&self, key: &str) -> Self {
+    pub(crate) fn key(&self, key: &str) -> Self {
         let mut segments = self.0.clone();
         segments.push(Seg::Key(key.to_owned()));
         Self(segments)
     }
 
-    fn idx(&self, index: usize) -> Self {
+    pub(crate) fn idx(&self, index: usize) -> Self {
         let mut segments = self.0.clone();
         segments.push(Seg::Index(index));
         Self(segments)
@@ -126,7 +126,238 @@ pub(crate) fn check(s: &Scenario, known: KnownProxiers<'_>) -> Vec<Issue> {
     c.endpoint_slices();
     c.probes();
     c.proxier_options();
+    let mut issues = c.issues;
+    steps_issues(s, known, &mut issues);
+    issues
+}
+
+/// Problems of the steps: their own fields, kept flows, and every check above run again on
+/// the state after each step, located where the offending object was written. A problem of an
+/// object the steps did not touch is reported once, for the initial state.
+fn steps_issues(s: &Scenario, known: KnownProxiers<'_>, issues: &mut Vec<Issue>) {
+    let push = |issues: &mut Vec<Issue>, issue: Issue| {
+        if !issues.contains(&issue) {
+            issues.push(issue);
+        }
+    };
+    for issue in kept_flow_issues(s) {
+        push(issues, issue);
+    }
+    let mut names: BTreeMap<String, usize> = BTreeMap::new();
+    for (k, step) in s.steps.iter().enumerate() {
+        let here = FieldPath::root("steps").idx(k);
+        let name = super::steps::step_name(step, k);
+        let mut own = Checker {
+            s,
+            known,
+            issues: Vec::new(),
+        };
+        own.dns_label(here.key("name"), "step name", &name);
+        if let Some(first) = names.insert(name.clone(), k) {
+            own.err(
+                here.key("name"),
+                format!("duplicate step name `{name}` (also steps[{first}])"),
+            );
+        }
+        let before = super::steps::state_at(s, k.checked_sub(1));
+        deletion_issues(&mut own, &before.scenario, &here, step);
+        for issue in own.issues {
+            push(issues, issue);
+        }
+        let after = super::steps::state_at(s, Some(k));
+        let mut c = Checker {
+            s: &after.scenario,
+            known,
+            issues: Vec::new(),
+        };
+        c.topology_cidrs();
+        c.nodes();
+        c.pods();
+        c.external();
+        c.services();
+        c.endpoint_slices();
+        c.probes();
+        for issue in c.issues {
+            push(issues, relocate(issue, &after, &here));
+        }
+    }
+}
+
+/// Maps a path into the state after a step back to where the file wrote the object.
+fn relocate(issue: Issue, state: &super::steps::StepState, step: &FieldPath) -> Issue {
+    let segments = issue.path.segments();
+    let origin = |origins: &[FieldPath], at: usize, rest: &[Seg]| {
+        origins.get(at).map(|o| {
+            let mut segs = o.segments().to_vec();
+            segs.extend_from_slice(rest);
+            FieldPath::from_segments(segs)
+        })
+    };
+    let moved = match segments {
+        [Seg::Key(k), Seg::Index(i), rest @ ..] if k == "services" => {
+            origin(&state.service_origins, *i, rest)
+        }
+        [Seg::Key(k), Seg::Index(i), rest @ ..] if k == "endpointSlices" => {
+            origin(&state.slice_origins, *i, rest)
+        }
+        [Seg::Key(t), Seg::Key(k), Seg::Index(i), rest @ ..] if t == "topology" && k == "pods" => {
+            origin(&state.pod_origins, *i, rest)
+        }
+        [Seg::Key(k), rest @ ..] if k == "probes" => {
+            let mut segs = step.key("probes").segments().to_vec();
+            segs.extend_from_slice(rest);
+            Some(FieldPath::from_segments(segs))
+        }
+        _ => None,
+    };
+    Issue {
+        path: moved.unwrap_or(issue.path),
+        message: issue.message,
+    }
+}
+
+/// A step may only delete what the state before it holds.
+fn deletion_issues(
+    c: &mut Checker<'_>,
+    before: &Scenario,
+    here: &FieldPath,
+    step: &super::model::Step,
+) {
+    let path = here.key("delete");
+    for (j, reference) in step.delete.services.iter().enumerate() {
+        let (ns, name) = split_ref(reference);
+        if !before
+            .services
+            .iter()
+            .any(|x| x.namespace == ns && x.name == name)
+        {
+            c.err(
+                path.key("services").idx(j),
+                format!("no service {ns}/{name} to delete at this step"),
+            );
+        }
+    }
+    for (j, reference) in step.delete.endpoint_slices.iter().enumerate() {
+        let (ns, name) = split_ref(reference);
+        if !before
+            .endpoint_slices
+            .iter()
+            .any(|x| x.namespace == ns && x.service == name)
+        {
+            c.err(
+                path.key("endpointSlices").idx(j),
+                format!(
+                    "service {ns}/{name} has no explicit endpointSlices to delete at this step"
+                ),
+            );
+        }
+    }
+    for (j, reference) in step.delete.pods.iter().enumerate() {
+        let (ns, name) = split_ref(reference);
+        if !before
+            .topology
+            .pods
+            .iter()
+            .any(|p| p.namespace == ns && p.name == name)
+        {
+            c.err(
+                path.key("pods").idx(j),
+                format!("no pod {ns}/{name} to delete at this step"),
+            );
+        }
+    }
+}
+
+/// `keep` / `continue`: a kept flow is one real socket, opened once and continued in later
+/// steps.
+fn kept_flow_issues(s: &Scenario) -> Vec<Issue> {
+    let mut c = Checker {
+        s,
+        known: KnownProxiers::Any,
+        issues: Vec::new(),
+    };
+    // Kept flow name -> the step it was opened in (None: the initial probes).
+    let mut kept: BTreeMap<&str, Option<usize>> = BTreeMap::new();
+    let groups = std::iter::once((None, FieldPath::root("probes"), &s.probes)).chain(
+        s.steps.iter().enumerate().map(|(k, st)| {
+            (
+                Some(k),
+                FieldPath::root("steps").idx(k).key("probes"),
+                &st.probes,
+            )
+        }),
+    );
+    for (step, base, probes) in groups {
+        for (i, probe) in probes.iter().enumerate() {
+            let path = base.idx(i);
+            if let Some(name) = &probe.continues {
+                continue_issues(&mut c, &path, probe, name, step, &kept);
+            }
+            if let Some(name) = &probe.keep {
+                c.dns_label(path.key("keep"), "kept flow name", name);
+                if kept.insert(name, step).is_some() {
+                    c.err(
+                        path.key("keep"),
+                        format!("a flow named `{name}` is already kept"),
+                    );
+                }
+                if probe.continues.is_some() {
+                    c.err(
+                        path.key("keep"),
+                        "a `continue` probe goes on with its flow; it cannot keep another",
+                    );
+                }
+                if probe.repeat != 1 {
+                    c.err(
+                        path.key("repeat"),
+                        "a kept flow is one connection: repeat must be 1",
+                    );
+                }
+                if probe.protocol == Protocol::Sctp {
+                    c.err(
+                        path.key("protocol"),
+                        "kept flows are TCP connections or UDP sockets, not SCTP",
+                    );
+                }
+            }
+        }
+    }
     c.issues
+}
+
+fn continue_issues(
+    c: &mut Checker<'_>,
+    path: &FieldPath,
+    probe: &Probe,
+    name: &str,
+    step: Option<usize>,
+    kept: &BTreeMap<&str, Option<usize>>,
+) {
+    match kept.get(name) {
+        None => c.err(
+            path.key("continue"),
+            format!("no flow `{name}` is kept by an earlier probe (set `keep: {name}` on one)"),
+        ),
+        Some(opened) if *opened == step => c.err(
+            path.key("continue"),
+            format!("flow `{name}` is kept in this same step: continue it in a later one"),
+        ),
+        Some(_) => {}
+    }
+    let unset = [
+        ("from", probe.from != super::model::ProbeSource::default()),
+        ("to", probe.to != ProbeTarget::default()),
+        ("sourcePort", probe.source_port.is_some()),
+        ("repeat", probe.repeat != 1),
+    ];
+    for (field, set) in unset {
+        if set {
+            c.err(
+                path.key(field),
+                format!("a `continue` probe goes the way flow `{name}` went: drop `{field}`"),
+            );
+        }
+    }
 }
 
 /// The most shots one probe may fire: each can take the probe timeout (2 s) when dropped, so
@@ -924,9 +1155,12 @@ impl<'a> Checker<'a> {
                      client (node probes are sockets, and the suite makes no SCTP client socket)",
                 );
             }
-            self.probe_source(&path, probe);
-            self.probe_target(&path, probe);
-            self.probe_ports(&path, probe, i);
+            // A continued flow's source, target and ports are its kept probe's.
+            if probe.continues.is_none() {
+                self.probe_source(&path, probe);
+                self.probe_target(&path, probe);
+                self.probe_ports(&path, probe, i);
+            }
             self.expectations(&path, probe);
         }
     }

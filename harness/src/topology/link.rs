@@ -62,6 +62,17 @@ impl NetlinkNs {
             .with_context(|| self.ctx(&format!("setting {name} up")))
     }
 
+    /// Deletes the link `name` (for a veth, its peer goes with it).
+    pub async fn delete_link(&self, name: &str) -> Result<()> {
+        let index = self.index_of(name).await?;
+        self.handle
+            .link()
+            .del(index)
+            .execute()
+            .await
+            .with_context(|| self.ctx(&format!("deleting link {name}")))
+    }
+
     /// Creates a veth pair: `local` here, `peer` directly inside `peer_ns`, each with a fixed
     /// MAC, and optionally enslaves `local` to the bridge `controller`.
     pub async fn add_veth(

@@ -215,6 +215,42 @@ impl Topology {
             .ok_or_else(|| anyhow!("no pod `{name}` in this topology"))
     }
 
+    /// Deletes pod `name` as a kubelet does when the pod goes: its veth is removed from the
+    /// node's bridge (synchronously, so no later probe can still reach it), then its network
+    /// namespace. Whatever still holds a socket in the namespace must be stopped first.
+    pub async fn delete_pod(&mut self, name: &str) -> Result<()> {
+        let index = self
+            .pods
+            .iter()
+            .position(|p| p.name == name)
+            .ok_or_else(|| anyhow!("no pod `{name}` in this topology"))?;
+        let pod = &self.pods[index];
+        let node = self.node(&pod.node)?;
+        NetlinkNs::open(&node.netns)?
+            .delete_link(&pod.host_veth)
+            .await
+            .with_context(|| format!("deleting pod {name}"))?;
+        drop(self.pods.remove(index));
+        Ok(())
+    }
+
+    /// A namespace standing for `node` as a freshly booted machine: no links, only the IPVS
+    /// services another load balancer had put there (`existingIPVS`). What a proxier programs
+    /// into it is what it programs into a fresh node; dropping it removes it.
+    pub fn fresh_twin(&self, node: &crate::scenario::Node) -> Result<NodeNs> {
+        let built = self.node(&node.name)?;
+        let twin = NodeNs {
+            name: node.name.clone(),
+            ip: built.ip,
+            secondary_ips: built.secondary_ips.clone(),
+            pod_cidr: built.pod_cidr,
+            vtep_mac: built.vtep_mac,
+            netns: create_ns(&self.prefix.twin(&node.name))?,
+        };
+        add_existing_ipvs(&twin, &node.existing_ipvs)?;
+        Ok(twin)
+    }
+
     pub fn external(&self) -> Result<&ExternalNs> {
         self.external
             .as_ref()

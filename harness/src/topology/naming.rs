@@ -82,6 +82,11 @@ impl RunPrefix {
     pub fn external(&self, name: &str) -> String {
         format!("{}ext-{name}", self.0)
     }
+
+    /// A fresh node's stand-in, programmed to compare a stepped node against.
+    pub fn twin(&self, node: &str) -> String {
+        format!("{}twin-{node}", self.0)
+    }
 }
 
 /// Name of the fabric-side veth of node number `index` (interface names max 15 bytes).

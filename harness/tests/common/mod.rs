@@ -29,6 +29,18 @@ impl Proxier for Mutated {
         (self.mutate)(&mut p)?;
         Ok(p)
     }
+    fn resync(
+        &self,
+        resync: &kpct::proxier::Resync<'_>,
+        cluster: &ClusterState,
+        node: &NodeContext,
+    ) -> anyhow::Result<Programming> {
+        let mut p = builtin(self.inner)
+            .expect("a built-in proxier")
+            .resync(resync, cluster, node)?;
+        (self.mutate)(&mut p)?;
+        Ok(p)
+    }
     fn random_backend_choice(&self) -> bool {
         builtin(self.inner)
             .expect("a built-in proxier")
@@ -157,4 +169,53 @@ pub fn kpct_command(args: &[&str]) -> std::process::Command {
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .args(args);
     command
+}
+
+/// Skips the proxier's stale UDP conntrack cleanup (kube-proxy's `CleanStaleEntries`).
+pub fn skip_conntrack_cleanup(p: &mut Programming) -> anyhow::Result<()> {
+    p.conntrack_cleanup.clear();
+    Ok(())
+}
+
+/// Leaves stale chains in place: drops every `-X CHAIN` line and the declaration that would
+/// have flushed the chain.
+pub fn keep_stale_chains(p: &mut Programming) -> anyhow::Result<()> {
+    for rules in p.iptables.values_mut() {
+        let deleted: Vec<String> = rules.deleted_chains().map(str::to_string).collect();
+        rules.rules.retain(|r| !r.starts_with("-X "));
+        rules.chains.retain(|c| !deleted.contains(&c.name));
+    }
+    Ok(())
+}
+
+/// Leaves IPVS services the proxier no longer programs (no `cleanLegacyService`).
+pub fn keep_stale_virtual_servers(p: &mut Programming) -> anyhow::Result<()> {
+    p.ipvs_delete_others = None;
+    Ok(())
+}
+
+/// Deletes real servers at once instead of draining them (no graceful termination).
+pub fn no_graceful_termination(p: &mut Programming) -> anyhow::Result<()> {
+    for vs in &mut p.ipvs {
+        vs.destinations.retain(|d| d.weight != 0);
+    }
+    Ok(())
+}
+
+/// Removes KUBE-FORWARD's drop of packets conntrack finds INVALID.
+pub fn drop_invalid_rule(p: &mut Programming) -> anyhow::Result<()> {
+    let filter = p
+        .iptables
+        .get_mut(&Table::Filter)
+        .expect("the proxier writes filter");
+    let before = filter.rules.len();
+    filter
+        .rules
+        .retain(|r| !(r.starts_with("-A KUBE-FORWARD") && r.contains("--ctstate INVALID")));
+    assert_eq!(
+        before - 1,
+        filter.rules.len(),
+        "exactly the INVALID rule was removed"
+    );
+    Ok(())
 }

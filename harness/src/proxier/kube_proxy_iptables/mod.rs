@@ -69,9 +69,9 @@ mod tests;
 use crate::cluster::{ClusterState, NodeContext};
 use crate::programming::{ChainDecl, Programming, RestoreMode, Table, TableRules};
 use crate::proxier::node_port_addresses::NodePortAddresses;
-use crate::proxier::Proxier;
+use crate::proxier::{conntrack_cleanup, Proxier, Resync};
 use crate::scenario::Ipv4Cidr;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 // Chain names, from the constants at the top of pkg/proxy/iptables/proxier.go.
@@ -98,7 +98,31 @@ impl Proxier for KubeProxyIptables {
     }
 
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
-        Ok(program_with(cluster, node, &Config::new(cluster, node)))
+        let mut p = program_with(cluster, node, &Config::new(cluster, node), None);
+        p.conntrack_cleanup = conntrack_cleanup::after_sync(None, cluster);
+        Ok(p)
+    }
+
+    /// A full sync over the node's current state: the same restore input, plus a flush and
+    /// `-X` for every stale service chain it finds in the nat table, then the UDP conntrack
+    /// cleanup if a UDP service's endpoints changed.
+    fn resync(
+        &self,
+        resync: &Resync<'_>,
+        cluster: &ClusterState,
+        node: &NodeContext,
+    ) -> anyhow::Result<Programming> {
+        let stale = StaleChains {
+            existing: resync
+                .existing_chains
+                .get(&Table::Nat)
+                .cloned()
+                .unwrap_or_default(),
+            restarted: resync.previous.is_none(),
+        };
+        let mut p = program_with(cluster, node, &Config::new(cluster, node), Some(&stale));
+        p.conntrack_cleanup = conntrack_cleanup::after_sync(resync.previous, cluster);
+        Ok(p)
     }
 
     /// KUBE-SVC chains pick endpoints with `statistic --mode random`.
@@ -186,17 +210,60 @@ struct Buffers {
     nat_rules: Vec<String>,
 }
 
+/// What a sync over an already programmed node knows about stale chains.
+struct StaleChains {
+    /// The nat table's chains before the sync (`iptables-save -t nat`).
+    existing: BTreeSet<String>,
+    /// The first sync of a (re)started kube-proxy, which always cleans up.
+    restarted: bool,
+}
+
 /// The whole `syncProxyRules` output for `node`, under `cfg`.
-fn program_with(cluster: &ClusterState, node: &NodeContext, cfg: &Config) -> Programming {
+fn program_with(
+    cluster: &ClusterState,
+    node: &NodeContext,
+    cfg: &Config,
+    stale: Option<&StaleChains>,
+) -> Programming {
     let mut b = Buffers::default();
     write_top_level(&mut b, cfg);
     let large_cluster = total_endpoints(cluster, node) > LARGE_CLUSTER_ENDPOINTS_THRESHOLD;
     for sp in &cluster.service_ports {
         service::write_service_port(&mut b, sp, node, cfg, large_cluster);
     }
+    // "Delete chains no longer in use. Since "iptables-save" can take several seconds to run on
+    // hosts with lots of iptables rules, we don't bother to do this on every sync in large
+    // clusters": only once per syncPeriod (30 s), which the steps of a scenario never span.
+    if let Some(stale) = stale.filter(|s| !large_cluster || s.restarted) {
+        delete_stale_chains(&mut b, &stale.existing);
+    }
     write_nodeports_jump(&mut b, cfg);
     write_forward_rules(&mut b, cfg);
     assemble(b, cfg)
+}
+
+/// "We must (as per iptables) write a chain-line for it, which has the nice effect of flushing
+/// the chain. Then we can remove the chain.": for every existing nat chain this sync does not
+/// write that `isServiceChainName` calls ours (pkg/proxy/iptables/proxier.go).
+fn delete_stale_chains(b: &mut Buffers, existing: &BTreeSet<String>) {
+    const SERVICE_CHAIN_PREFIXES: [&str; 5] = [
+        "KUBE-SVC-",
+        "KUBE-SVL-",
+        "KUBE-SEP-",
+        "KUBE-FW-",
+        "KUBE-EXT-",
+    ];
+    let active: BTreeSet<&str> = b.nat_chains.iter().map(String::as_str).collect();
+    let stale: Vec<String> = existing
+        .iter()
+        .filter(|c| !active.contains(c.as_str()))
+        .filter(|c| SERVICE_CHAIN_PREFIXES.iter().any(|p| c.starts_with(p)))
+        .cloned()
+        .collect();
+    for chain in stale {
+        b.nat_rules.push(format!("-X {chain}"));
+        b.nat_chains.push(chain);
+    }
 }
 
 /// `totalEndpoints`: endpoints (any condition) of every proxied service port.

@@ -3,13 +3,13 @@
 //! (pkg/proxy/iptables/proxier.go). Rules are written in the same order, to the same buffers.
 
 use super::endpoints::{categorized, Categorized, Endpoint};
-use crate::proxier::endpoints::PolicyUse;
 use super::names::ServiceChains;
 use super::{
     Buffers, Config, KUBE_EXTERNAL_SERVICES, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL,
     KUBE_SERVICES,
 };
 use crate::cluster::{NodeContext, ServicePortInfo};
+use crate::proxier::endpoints::PolicyUse;
 use crate::scenario::ServiceType;
 
 /// Everything about one service port the rule writers need, computed up front as the top of

@@ -1089,7 +1089,7 @@ fn node_port_addresses_jump_per_node_ip() {
         c.options.localhost_node_ports = localhost;
         let mut n = node();
         n.local_addresses.push(ip("192.168.0.7"));
-        program_with(&c, &n, &Config::new(&c, &n))
+        program_with(&c, &n, &Config::new(&c, &n), None)
     };
     let last = |p: &Programming| -> Vec<String> {
         chain_rules(p, Table::Nat, "KUBE-SERVICES")

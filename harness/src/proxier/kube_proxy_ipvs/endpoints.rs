@@ -3,8 +3,8 @@
 //! `syncEndpoint` in pkg/proxy/ipvs/proxier.go.
 
 use crate::cluster::{EndpointInfo, NodeContext, ServicePortInfo};
-use crate::proxier::endpoints::{self, PolicyUse};
 pub(super) use crate::proxier::endpoints::Categorized;
+use crate::proxier::endpoints::{self, PolicyUse};
 use ipvs_genl::{Destination, ForwardMethod, TunnelType};
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};

@@ -46,6 +46,7 @@
 //!   lines on declared built-in chains, in the order the `-I` sequence leaves them.
 
 mod endpoints;
+mod graceful;
 mod ipsets;
 mod iptables;
 mod services;
@@ -58,7 +59,7 @@ mod tests;
 use crate::cluster::{ClusterState, NodeContext, ServicePortInfo};
 use crate::programming::{Programming, RestoreMode, VirtualServer};
 use crate::proxier::node_port_addresses::NodePortAddresses;
-use crate::proxier::Proxier;
+use crate::proxier::{conntrack_cleanup, Proxier, Resync};
 use crate::scenario::ServiceType;
 use ipsets::IpSets;
 use ipvs_genl::{ServiceKey, Timeouts};
@@ -75,7 +76,25 @@ impl Proxier for KubeProxyIpvs {
     }
 
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
-        Ok(sync_proxy_rules(&Config::new(cluster, node), cluster, node))
+        let mut p = sync_proxy_rules(&Config::new(cluster, node), cluster, node);
+        p.conntrack_cleanup = conntrack_cleanup::after_sync(None, cluster);
+        Ok(p)
+    }
+
+    /// Every sync writes the whole state: the IPVS services with their real servers (those
+    /// that left kept at weight 0 while they hold connections, [`graceful`]),
+    /// `cleanLegacyService` for the rest, kube-ipvs0 with exactly the bound addresses, the
+    /// sets refilled. The UDP conntrack cleanup depends on what changed.
+    fn resync(
+        &self,
+        resync: &Resync<'_>,
+        cluster: &ClusterState,
+        node: &NodeContext,
+    ) -> anyhow::Result<Programming> {
+        let mut p = sync_proxy_rules(&Config::new(cluster, node), cluster, node);
+        graceful::keep_draining(&mut p.ipvs, resync.ipvs);
+        p.conntrack_cleanup = conntrack_cleanup::after_sync(resync.previous, cluster);
+        Ok(p)
     }
 }
 
@@ -224,6 +243,7 @@ fn sync_proxy_rules(cfg: &Config, cluster: &ClusterState, node: &NodeContext) ->
         // syncProxyRules ends with `cleanLegacyService`: every IPVS service of this family it
         // did not program goes, unless `isIPInExcludeCIDRs`.
         ipvs_delete_others: Some(cluster.options.ipvs_exclude_cidrs.clone()),
+        conntrack_cleanup: Vec::new(),
     }
 }
 
