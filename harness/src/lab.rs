@@ -6,9 +6,8 @@
 
 use crate::netns::{self, NETNS_DIR, SUITE_PREFIX};
 use crate::proxier::Proxier;
-use crate::scenario::{self, Scenario};
+use crate::scenario::Scenario;
 use crate::topology::naming::RunPrefix;
-use crate::topology::Topology;
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
 
@@ -44,15 +43,18 @@ pub fn existing(scenario: &str) -> Result<Vec<String>> {
 
 /// Builds and programs the lab of `scenario`, leaving it up.
 pub async fn up(scenario: &Scenario, proxier: &dyn Proxier) -> Result<Lab> {
-    Ok(up_with(scenario, proxier, Serving::Nothing).await?.0)
+    Ok(up_with(scenario, proxier, Serving::Nothing, None).await?.0)
 }
 
 /// [`up`], and with [`Serving::Backends`] the scenario's echo backends and health-check
-/// listeners, as a run starts them; they serve for as long as the returned value lives.
+/// listeners, as a run starts them; they serve for as long as the returned value lives. With
+/// `step` (1-based), the lab is left as the scenario stands after that step: every step up to
+/// it applied and synced by the proxier, as a run does.
 pub async fn up_with(
     scenario: &Scenario,
     proxier: &dyn Proxier,
     serving: Serving,
+    step: Option<usize>,
 ) -> Result<(Lab, Option<crate::backends::Backends>)> {
     if !existing(&scenario.name)?.is_empty() {
         bail!(
@@ -61,25 +63,28 @@ pub async fn up_with(
             scenario.name
         );
     }
-    let topo = Topology::build_with_prefix(scenario, RunPrefix::lab(&scenario.name)).await?;
-    let cluster = scenario::cluster_state(scenario);
-    for node in topo.nodes() {
-        let ctx = scenario::node_context(scenario, &node.name)
-            .with_context(|| format!("node {} is not in the scenario", node.name))?;
-        let programming = proxier.program(&cluster, &ctx)?;
-        crate::programming::apply(node, &programming).with_context(|| {
-            format!(
-                "applying {}'s programming to node {}",
-                proxier.name(),
-                node.name
-            )
-        })?;
+    if let Some(n) = step.filter(|n| *n == 0 || *n > scenario.steps.len()) {
+        bail!(
+            "scenario {} has no step {n} (it has {}; steps count from 1)",
+            scenario.name,
+            scenario.steps.len()
+        );
     }
+    let mut staged =
+        crate::run::stage_with_prefix(scenario, proxier, RunPrefix::lab(&scenario.name)).await?;
+    for k in 0..step.unwrap_or(0) {
+        staged
+            .advance(scenario, k, proxier)
+            .await
+            .with_context(|| format!("applying step {} of {}", k + 1, scenario.name))?;
+    }
+    let crate::run::Staged { backends, topo, .. } = staged;
     let serving = match serving {
-        Serving::Nothing => None,
-        Serving::Backends => Some(crate::backends::Backends::for_scenario(
-            &topo, scenario, &cluster,
-        )?),
+        Serving::Nothing => {
+            drop(backends);
+            None
+        }
+        Serving::Backends => Some(backends),
     };
     // Only once everything applied: a failure above drops (removes) the half-built lab.
     Ok((

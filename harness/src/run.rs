@@ -13,6 +13,7 @@ use crate::proxier::exec::{input_for, ExecProxier};
 use crate::proxier::replay::Replay;
 use crate::proxier::{Proxier, Resync};
 use crate::scenario::{self, Probe, Scenario, TargetPort};
+use crate::topology::naming::RunPrefix;
 use crate::topology::naming::{BRIDGE_IF, UNDERLAY_IF, VXLAN_IF};
 use crate::topology::{NodeNs, Topology};
 use anyhow::{Context, Result};
@@ -101,6 +102,9 @@ pub struct Timing {
     pub probes: Vec<Duration>,
     /// Each step's re-sync of every node (the convergence check excluded).
     pub step_syncs: Vec<Duration>,
+    /// For each step, programming the same state into a fresh twin of every node (the
+    /// convergence check's reference): a first sync of the state, to compare the update with.
+    pub fresh_syncs: Vec<Duration>,
 }
 
 impl Default for Timing {
@@ -110,6 +114,7 @@ impl Default for Timing {
             setup: Duration::ZERO,
             probes: Vec::new(),
             step_syncs: Vec::new(),
+            fresh_syncs: Vec::new(),
         }
     }
 }
@@ -386,14 +391,26 @@ fn timeouts_summary(t: &ipvs_genl::Timeouts) -> String {
 pub struct Staged {
     pub backends: Backends,
     pub topo: Topology,
+    /// The cluster state the nodes are synced to (the initial one, or the last step's).
     pub cluster: ClusterState,
-    /// Per node, what the kernel holds after programming.
+    /// Per node, what the kernel holds after the first programming.
     pub nodes: Vec<NodeSummary>,
+    /// The healthCheckNodePorts the nodes serve.
+    health_checks: std::collections::BTreeSet<u16>,
 }
 
 /// Builds `scenario`'s topology in fresh namespaces and programs every node with `proxier`.
 pub async fn stage<P: NodeProgrammer + ?Sized>(scenario: &Scenario, proxier: &P) -> Result<Staged> {
-    let topo = Topology::build(scenario)
+    stage_with_prefix(scenario, proxier, RunPrefix::next()).await
+}
+
+/// [`stage`] under a given namespace prefix (labs use a stable one).
+pub async fn stage_with_prefix<P: NodeProgrammer + ?Sized>(
+    scenario: &Scenario,
+    proxier: &P,
+    prefix: RunPrefix,
+) -> Result<Staged> {
+    let topo = Topology::build_with_prefix(scenario, prefix)
         .await
         .with_context(|| format!("building the topology of {}", scenario.name))?;
     let cluster = scenario::cluster_state(scenario);
@@ -405,11 +422,61 @@ pub async fn stage<P: NodeProgrammer + ?Sized>(scenario: &Scenario, proxier: &P)
     }
     let backends = Backends::for_scenario(&topo, scenario, &cluster)?;
     Ok(Staged {
+        health_checks: health_check_ports(&cluster),
         backends,
         topo,
         cluster,
         nodes,
     })
+}
+
+/// What a step did to the staged cluster.
+pub struct Advanced {
+    /// The scenario as it stands after the step (its probes are the step's).
+    pub state: scenario::StepState,
+    /// Per node, what the kernel holds after the re-sync.
+    pub nodes: Vec<NodeSummary>,
+    /// The re-sync of every node.
+    pub sync: Duration,
+}
+
+impl Staged {
+    /// Applies step `k` of `scenario`: deletes its pods (servers stopped, namespaces gone),
+    /// serves new healthCheckNodePorts, and re-syncs every node with `proxier`, which knows the
+    /// previous state unless the step restarts it. Steps must be applied in order.
+    pub async fn advance<P: NodeProgrammer + ?Sized>(
+        &mut self,
+        scenario: &Scenario,
+        k: usize,
+        proxier: &P,
+    ) -> Result<Advanced> {
+        let step = scenario
+            .steps
+            .get(k)
+            .ok_or_else(|| anyhow::anyhow!("{} has no step {}", scenario.name, k + 1))?;
+        if let Some(why) = proxier.steps_unsupported() {
+            anyhow::bail!("{}: {why}", scenario.name);
+        }
+        let state = scenario::state_at(scenario, Some(k));
+        let cluster = scenario::cluster_state(&state.scenario);
+        for pod in &step.delete.pods {
+            let (_, pod) = pod.split_once('/').unwrap_or(("", pod));
+            self.backends.stop_pod(pod).await;
+            self.topo.delete_pod(pod).await?;
+        }
+        let new_ports: Vec<u16> = health_check_ports(&cluster)
+            .difference(&self.health_checks)
+            .copied()
+            .collect();
+        self.backends.serve_health_checks(&self.topo, &new_ports)?;
+        self.health_checks.extend(new_ports);
+        let synced = std::time::Instant::now();
+        let previous = (!step.restart_proxier).then_some(&self.cluster);
+        let nodes = resync_nodes(&self.topo, &state.scenario, &cluster, previous, proxier)?;
+        let sync = synced.elapsed();
+        self.cluster = cluster;
+        Ok(Advanced { state, nodes, sync })
+    }
 }
 
 /// Runs `scenario` against `proxier` in freshly built namespaces, removed afterwards: the
@@ -432,6 +499,7 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
         setup: started.elapsed(),
         probes: Vec::new(),
         step_syncs: Vec::new(),
+        fresh_syncs: Vec::new(),
     };
     let mut judged = Judged::default();
     let mut flows = KeptFlows::default();
@@ -449,39 +517,19 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
         &mut timing,
     )?;
     let mut steps = Vec::new();
-    let mut previous = staged.cluster.clone();
-    let mut health_checks = health_check_ports(&previous);
     for (k, step) in scenario.steps.iter().enumerate() {
         let name = scenario::step_name(step, k);
         let context = || format!("{} step `{name}`", scenario.name);
-        let state = scenario::state_at(scenario, Some(k));
-        let cluster = scenario::cluster_state(&state.scenario);
-        for pod in &step.delete.pods {
-            let (_, pod) = pod.split_once('/').unwrap_or(("", pod));
-            staged.backends.stop_pod(pod).await;
-            staged.topo.delete_pod(pod).await.with_context(context)?;
-        }
-        let new_ports: Vec<u16> = health_check_ports(&cluster)
-            .difference(&health_checks)
-            .copied()
-            .collect();
-        staged
-            .backends
-            .serve_health_checks(&staged.topo, &new_ports)
+        let advanced = staged
+            .advance(scenario, k, proxier)
+            .await
             .with_context(context)?;
-        health_checks.extend(new_ports);
-        let synced = std::time::Instant::now();
-        let resynced = resync_nodes(
-            &staged.topo,
-            &state.scenario,
-            &cluster,
-            (!step.restart_proxier).then_some(&previous),
-            proxier,
-        )
-        .with_context(context)?;
-        timing.step_syncs.push(synced.elapsed());
-        let not_converged = convergence_check(&staged.topo, &state.scenario, &cluster, proxier)
-            .with_context(context)?;
+        timing.step_syncs.push(advanced.sync);
+        let state = &advanced.state.scenario;
+        let (not_converged, fresh_sync) =
+            convergence_check(&staged.topo, state, &staged.cluster, proxier)
+                .with_context(context)?;
+        timing.fresh_syncs.push(fresh_sync);
         judged.violations.extend(not_converged.iter().map(|d| {
             format!(
                 "{} [{}]: {d} after step `{name}` (a fresh node synced to the same state \
@@ -491,8 +539,8 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
             )
         }));
         let probes = ProbeGroup {
-            state: &state.scenario,
-            cluster: &cluster,
+            state,
+            cluster: &staged.cluster,
             step: Some(&name),
         }
         .run(
@@ -506,12 +554,11 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
         .with_context(context)?;
         steps.push(StepObservation {
             step: name,
-            nodes: resynced,
+            nodes: advanced.nodes,
             converged: not_converged.is_empty(),
             not_converged,
             probes,
         });
-        previous = cluster;
     }
     Ok(ScenarioRun {
         observation: ScenarioObservation {
@@ -598,13 +645,14 @@ fn resync_nodes<P: NodeProgrammer + ?Sized>(
 }
 
 /// For each node: how what it holds differs from what `proxier` programs into a fresh node
-/// for the same `cluster` (each line names the node).
+/// for the same `cluster` (each line names the node), and how long programming the fresh
+/// nodes took.
 fn convergence_check<P: NodeProgrammer + ?Sized>(
     topo: &Topology,
     state: &Scenario,
     cluster: &ClusterState,
     proxier: &P,
-) -> Result<Vec<String>> {
+) -> Result<(Vec<String>, Duration)> {
     let read = |node: &NodeNs| {
         crate::programming::effective_state(
             &node.netns,
@@ -612,15 +660,17 @@ fn convergence_check<P: NodeProgrammer + ?Sized>(
         )
         .with_context(|| format!("reading back node {}", node.name))
     };
-    let mut out = Vec::new();
+    let (mut out, mut programming) = (Vec::new(), Duration::ZERO);
     for spec in &state.topology.nodes {
         let node = topo.node(&spec.name)?;
         let ctx = scenario::node_context(state, &spec.name)
             .with_context(|| format!("node {} is not in the scenario", spec.name))?;
         let twin = topo.fresh_twin(spec)?;
+        let started = std::time::Instant::now();
         proxier
             .program_node(cluster, &ctx, &twin)
             .with_context(|| format!("programming a fresh node {} to compare with", spec.name))?;
+        programming += started.elapsed();
         let draining = crate::convergence::draining_lines(&ipvs_table(node)?);
         let differences = crate::convergence::differences(&read(node)?, &read(&twin)?, &draining);
         out.extend(
@@ -629,7 +679,7 @@ fn convergence_check<P: NodeProgrammer + ?Sized>(
                 .map(|d| format!("{}: {d}", spec.name)),
         );
     }
-    Ok(out)
+    Ok((out, programming))
 }
 
 /// The probes of the initial state or of one step.

@@ -307,3 +307,47 @@ fn lab_up_with_backends_serves_until_stopped() {
     kpct::lab::down(&name).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `lab up --step N` leaves the lab as the scenario stands after step N: here the Service is
+/// deleted in step 1, so its chains are gone from the node and the pod deleted with it is gone
+/// from the lab.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lab_up_at_a_step_holds_the_state_after_it() {
+    let name = format!("labtest-{}-step", std::process::id());
+    let mut s = scenario(&name);
+    s.steps = vec![kpct::scenario::Step {
+        delete: kpct::scenario::Deletions {
+            services: vec!["web".into()],
+            pods: vec!["web-1".into()],
+            ..Default::default()
+        },
+        ..Default::default()
+    }];
+    kpct::scenario::validate(&s).expect("the stepped scenario is valid");
+    let _guard = DownOnDrop(name.clone());
+    let proxier = builtin("kube-proxy-iptables").unwrap();
+    let Err(too_far) =
+        kpct::lab::up_with(&s, proxier.as_ref(), kpct::lab::Serving::Nothing, Some(2)).await
+    else {
+        panic!("a lab at step 2 of a scenario with one step came up");
+    };
+    assert!(
+        too_far.to_string().contains("has no step 2 (it has 1"),
+        "{too_far:#}"
+    );
+    let (lab, _) = kpct::lab::up_with(&s, proxier.as_ref(), kpct::lab::Serving::Nothing, Some(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        kpct::lab::existing(&name).unwrap().len(),
+        2,
+        "fabric and node are up, the deleted pod is not"
+    );
+    let nat = in_node(&lab, &["iptables-save", "-t", "nat"]);
+    assert!(nat.contains(":KUBE-SERVICES"), "{nat}");
+    assert!(
+        !nat.contains("KUBE-SVC-"),
+        "the deleted Service's chains are gone:\n{nat}"
+    );
+    kpct::lab::down(&name).unwrap();
+}

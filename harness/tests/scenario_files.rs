@@ -434,6 +434,17 @@ const BAD: &[(&str, &str)] = &[
          `outcome: answeredByNode` (the node answers itself; no pod is reached)\n\
          tests/fixtures/bad/probe-via.yaml:56:49: probes[7].expect.reaches[0]: unknown pod `web`",
     ),
+    (
+        "steps.yaml",
+        "tests/fixtures/bad/steps.yaml:21:5: probes[0].repeat: a kept flow is one connection: repeat must be 1\n\
+         tests/fixtures/bad/steps.yaml:24:5: steps[0].name: step name `Bad_Name` is not a DNS label (1-63 characters: lower-case letters, digits and '-', starting and ending with a letter or digit)\n\
+         tests/fixtures/bad/steps.yaml:26:18: steps[0].delete.services[0]: no service default/api to delete at this step\n\
+         tests/fixtures/bad/steps.yaml:27:14: steps[0].delete.pods[0]: no pod default/web-9 to delete at this step\n\
+         tests/fixtures/bad/steps.yaml:32:13: steps[0].apply.services[0].spec.clusterIP: clusterIP 10.200.0.1 is outside serviceCIDR 10.96.0.0/12\n\
+         tests/fixtures/bad/steps.yaml:37:9: steps[0].probes[0].to: a `continue` probe goes the way flow `session` went: drop `to`\n\
+         tests/fixtures/bad/steps.yaml:39:9: steps[0].probes[1].continue: no flow `nothing` is kept by an earlier probe (set `keep: nothing` on one)\n\
+         tests/fixtures/bad/steps.yaml:47:28: steps[1].probes[0].expect.reaches[0]: unknown pod `web-1`",
+    ),
 ];
 
 fn load_error(file: &str) -> ScenarioError {

@@ -6,6 +6,15 @@ use kpct::trace::{PacketPath, Trace};
 use std::path::Path;
 
 fn try_trace(scenario: &str, probe: &str, proxier_name: &str) -> anyhow::Result<Trace> {
+    try_trace_at(scenario, None, probe, proxier_name)
+}
+
+fn try_trace_at(
+    scenario: &str,
+    step: Option<usize>,
+    probe: &str,
+    proxier_name: &str,
+) -> anyhow::Result<Trace> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../scenarios")
         .join(scenario);
@@ -15,6 +24,7 @@ fn try_trace(scenario: &str, probe: &str, proxier_name: &str) -> anyhow::Result<
         .expect("a tokio runtime")
         .block_on(kpct::trace::trace(
             &scenario,
+            step,
             probe,
             proxier.as_ref(),
             probe_timeout(),
@@ -191,5 +201,41 @@ fn trace_names_the_probes_of_a_scenario_when_one_is_unknown() {
         err.to_string(),
         "scenario rke2-ipvs-node has no probe `no-such-probe`; its probes: pod-to-clusterip, \
          external-to-nodeport, external-to-nodeport-on-node-b, external-to-local-nodeport"
+    );
+}
+
+/// `--step N` traces a probe of step N after the steps up to it were synced: the NodePort of a
+/// Service changed to ClusterIP, traced after the change, passes an empty KUBE-NODEPORTS and
+/// meets no KUBE-EXT- chain, which it did before.
+#[test]
+fn a_step_probe_is_traced_after_the_steps_before_it() {
+    let t = try_trace_at(
+        "transition-nodeport-to-clusterip.yaml",
+        Some(1),
+        "nodeport-closed-node-a",
+        "kube-proxy-iptables",
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    let text = t.to_string();
+    assert!(text.contains("nat:KUBE-NODEPORTS"), "{text}");
+    assert!(!text.contains("KUBE-EXT-"), "{text}");
+    let before = trace(
+        "transition-nodeport-to-clusterip.yaml",
+        "nodeport-open",
+        "kube-proxy-iptables",
+    );
+    assert!(before.to_string().contains("nat:KUBE-EXT-"), "{before}");
+    let no_step = try_trace_at(
+        "transition-nodeport-to-clusterip.yaml",
+        Some(2),
+        "nodeport-open",
+        "kube-proxy-iptables",
+    )
+    .unwrap_err();
+    assert!(
+        no_step
+            .to_string()
+            .contains("has no step 2 (it has 1; steps count from 1)"),
+        "{no_step:#}"
     );
 }

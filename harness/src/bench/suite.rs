@@ -61,6 +61,10 @@ pub struct ProxierTimes {
     pub parallel: Duration,
     pub workers: usize,
     pub scenarios: Vec<ScenarioTime>,
+    /// Every step's sync of all nodes in the serial runs: the update over the stepped nodes,
+    /// and the same state programmed into fresh twins (the convergence check's reference).
+    pub update_syncs: Vec<Duration>,
+    pub fresh_syncs: Vec<Duration>,
 }
 
 /// Runs every scenario against `proxier`, serially then in parallel, `rounds` times each
@@ -85,6 +89,7 @@ pub fn time_proxier(
     let mut serial_samples: Vec<Vec<Duration>> = vec![Vec::new(); scenarios.len()];
     let mut reference: Vec<Option<String>> = vec![None; scenarios.len()];
     let (mut serial, mut parallel_total) = (Duration::ZERO, Duration::ZERO);
+    let (mut update_syncs, mut fresh_syncs) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         for workers in [1, opts.workers] {
             let started = Instant::now();
@@ -115,6 +120,10 @@ pub fn time_proxier(
                 }
                 match f.outcome {
                     Ok(run) => {
+                        if workers == 1 {
+                            update_syncs.extend(&run.timing.step_syncs);
+                            fresh_syncs.extend(&run.timing.fresh_syncs);
+                        }
                         t.failed += usize::from(!run.violations.is_empty());
                         let yaml = run.observation.to_yaml()?;
                         match &reference[f.index] {
@@ -139,6 +148,8 @@ pub fn time_proxier(
         parallel: parallel_total / rounds as u32,
         workers: opts.workers,
         scenarios: times,
+        update_syncs,
+        fresh_syncs,
     })
 }
 
@@ -221,6 +232,20 @@ pub fn render(results: &[ProxierTimes], rounds: usize) -> String {
                 format!(": {}", divergent.join(", "))
             }
         );
+        if !r.update_syncs.is_empty() {
+            let _ =
+                writeln!(
+                out,
+                "  {:<20} step syncs (-j 1, all nodes): {} updates, median {} (max {}); the same \
+                 states into fresh nodes: median {} (max {})",
+                "",
+                r.update_syncs.len(),
+                median(&r.update_syncs).map_or("-".into(), human),
+                r.update_syncs.iter().max().map_or("-".into(), |d| human(*d)),
+                median(&r.fresh_syncs).map_or("-".into(), human),
+                r.fresh_syncs.iter().max().map_or("-".into(), |d| human(*d)),
+            );
+        }
         let mut slowest: Vec<&ScenarioTime> = r.scenarios.iter().collect();
         slowest.sort_by_key(|s| std::cmp::Reverse(s.time));
         let list: Vec<String> = slowest
@@ -260,6 +285,8 @@ mod tests {
                 parallel: Duration::from_millis(200),
                 workers: 8,
                 scenarios: vec![t("a", 100), t("b", 300), t("c", 200)],
+                update_syncs: [30, 40, 50].map(Duration::from_millis).to_vec(),
+                fresh_syncs: [20, 30, 40].map(Duration::from_millis).to_vec(),
             }],
             1,
         );
@@ -269,6 +296,10 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("0 scenario(s) observed differently"), "{out}");
+        assert!(
+            out.contains("3 updates, median 40.0 ms (max 50.0 ms); the same states into fresh nodes: median 30.0 ms (max 40.0 ms)"),
+            "{out}"
+        );
         assert!(
             out.contains("min 100.0 ms (a), median 200.0 ms, max 300.0 ms (b)"),
             "{out}"

@@ -11,7 +11,7 @@ use crate::probe;
 use crate::run::{node_addresses, stage, NodeProgrammer};
 use crate::scenario::Scenario;
 use crate::topology::Topology;
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use ipvs_hits::IpvsHit;
 use monitor::{Monitor, TraceEvent};
 use std::fmt::{self, Write as _};
@@ -59,22 +59,36 @@ pub struct PacketPath {
     last_seen: String,
 }
 
-/// Runs probe `probe_name` of `scenario` once against `proxier`, with tracing on every node.
+/// Runs probe `probe_name` of `scenario` once against `proxier`, with tracing on every node:
+/// a probe of the initial state (`step` `None`), or of step `step` (1-based), after every step
+/// up to it has been applied and synced.
 pub async fn trace<P: NodeProgrammer + ?Sized>(
     scenario: &Scenario,
+    step: Option<usize>,
     probe_name: &str,
     proxier: &P,
     probe_timeout: Duration,
 ) -> Result<Trace> {
-    let index = scenario
+    if let Some(n) = step.filter(|n| *n == 0 || *n > scenario.steps.len()) {
+        bail!(
+            "scenario {} has no step {n} (it has {}; steps count from 1)",
+            scenario.name,
+            scenario.steps.len()
+        );
+    }
+    let state = crate::scenario::state_at(scenario, step.map(|n| n - 1)).scenario;
+    let index = state
         .probes
         .iter()
         .position(|p| p.name == probe_name)
         .ok_or_else(|| {
             anyhow!(
-                "scenario {} has no probe `{probe_name}`; its probes: {}",
-                scenario.name,
-                scenario
+                "{} has no probe `{probe_name}`; its probes: {}",
+                match step {
+                    Some(n) => format!("step {n} of scenario {}", scenario.name),
+                    None => format!("scenario {} (before its steps)", scenario.name),
+                },
+                state
                     .probes
                     .iter()
                     .map(|p| p.name.as_str())
@@ -82,9 +96,18 @@ pub async fn trace<P: NodeProgrammer + ?Sized>(
                     .join(", ")
             )
         })?;
-    let staged = stage(scenario, proxier).await?;
+    if let Some(flow) = &state.probes[index].continues {
+        bail!(
+            "probe `{probe_name}` continues the flow kept as `{flow}`; trace the probe that \
+             opens it instead"
+        );
+    }
+    let mut staged = stage(scenario, proxier).await?;
+    for k in 0..step.unwrap_or(0) {
+        staged.advance(scenario, k, proxier).await?;
+    }
     let topo = &staged.topo;
-    let mut plan = probe::plan(scenario, topo, index)?;
+    let mut plan = probe::plan(&state, topo, index)?;
     plan.repeat = 1;
     let protocol = plan.protocol.lower();
 

@@ -22,6 +22,10 @@ enum Action {
         /// serving until this command is stopped (Ctrl-C); the lab stays up after that.
         #[arg(long)]
         backends: bool,
+        /// Leave the lab as the scenario stands after this step (1-based): every step up to it
+        /// applied and synced by the proxier.
+        #[arg(long)]
+        step: Option<usize>,
     },
     /// Remove the lab of a scenario (by scenario name or file).
     Down { scenario: String },
@@ -35,6 +39,7 @@ pub fn run(Args { action }: Args) -> Result<()> {
             scenario,
             proxier,
             backends,
+            step,
         } => {
             let proxier = proxiers::chosen(proxier)?;
             let s = super::load(&scenario)?;
@@ -48,7 +53,7 @@ pub fn run(Args { action }: Args) -> Result<()> {
             } else {
                 kpct::lab::Serving::Nothing
             };
-            let (lab, serving) = rt.block_on(kpct::lab::up_with(&s, p.as_ref(), serve))?;
+            let (lab, serving) = rt.block_on(kpct::lab::up_with(&s, p.as_ref(), serve, step))?;
             print!("{}", kpct::lab::instructions(&lab));
             if let Some(_serving) = serving {
                 use std::io::Write;

@@ -9,6 +9,10 @@ pub struct Args {
     scenario: std::path::PathBuf,
     /// The probe's name in that file.
     probe: String,
+    /// Trace a probe of this step (1-based), after every step up to it has been applied and
+    /// synced. Default: a probe of the initial state.
+    #[arg(long)]
+    step: Option<usize>,
     /// A built-in proxier. Default: kube-proxy-ipvs where the kernel has IP_VS, else
     /// kube-proxy-iptables (and a note saying so).
     #[arg(long)]
@@ -25,6 +29,7 @@ pub fn run(args: Args) -> Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     let trace = rt.block_on(kpct::trace::trace(
         &s,
+        args.step,
         &args.probe,
         p.as_ref(),
         kpct::probe::probe_timeout(),
