@@ -9,8 +9,11 @@ use crate::scenario::{Ipv4Cidr, Protocol, ProxierOptions, ServiceType};
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
 
-/// Version of the JSON schema of [`ClusterState`] / [`ProxierInput`].
+/// Version of the JSON schema of [`ClusterState`] / [`ProxierInput`] for a node's first sync.
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// The version of a document for a later sync (a scenario step): version 1 plus `sync`.
+pub const STEP_SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -124,4 +127,18 @@ pub struct ProxierInput {
     pub version: u32,
     pub cluster: ClusterState,
     pub node: NodeContext,
+    /// Set for a later sync (version 2): what changed since the last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<StepSync>,
+}
+
+/// What a proxier knows at a later sync of a node it programmed before.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepSync {
+    /// The scenario step that changed the cluster.
+    pub step: String,
+    /// The cluster state of the previous sync; `null` when the proxier was restarted and
+    /// remembers nothing.
+    pub previous: Option<ClusterState>,
 }

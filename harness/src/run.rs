@@ -9,7 +9,7 @@ use crate::observe::{self, NodeAddress, ProbeObservation};
 use crate::probe;
 use crate::programming::Programming;
 use crate::programming::{Applier, ApplyOptions, EffectiveState, KERNEL_IPVS_TIMEOUTS};
-use crate::proxier::exec::{input_for, ExecProxier};
+use crate::proxier::exec::{input_for, step_input_for, ExecProxier};
 use crate::proxier::replay::Replay;
 use crate::proxier::{Proxier, Resync};
 use crate::scenario::{self, Probe, Scenario, TargetPort};
@@ -328,6 +328,33 @@ impl NodeProgrammer for ExecProxier {
         }
         Ok(summarize_effective(node, &sync.effective))
     }
+
+    /// Runs the program again with the new state and what changed (input version 2); what it
+    /// prints is applied over the node as it is.
+    fn resync_node(
+        &self,
+        resync: &Resync<'_>,
+        cluster: &ClusterState,
+        ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
+        let input = step_input_for(cluster, ctx, resync.step, resync.previous);
+        let sync = self
+            .sync_node(&node.netns, &input, &applier()?)
+            .with_context(|| format!("{} at step `{}`", self.label(), resync.step))?;
+        if !sync.missing.is_empty() {
+            anyhow::bail!(
+                "{} on node {} at step `{}`: the kernel does not hold {} item(s) of its \
+                 programming, e.g. {}",
+                self.label(),
+                node.name,
+                resync.step,
+                sync.missing.len(),
+                sync.missing[0]
+            );
+        }
+        Ok(summarize_effective(node, &sync.effective))
+    }
 }
 
 impl NodeProgrammer for Replay {
@@ -472,7 +499,15 @@ impl Staged {
         self.health_checks.extend(new_ports);
         let synced = std::time::Instant::now();
         let previous = (!step.restart_proxier).then_some(&self.cluster);
-        let nodes = resync_nodes(&self.topo, &state.scenario, &cluster, previous, proxier)?;
+        let name = scenario::step_name(step, k);
+        let nodes = resync_nodes(
+            &self.topo,
+            &state.scenario,
+            &cluster,
+            &name,
+            previous,
+            proxier,
+        )?;
         let sync = synced.elapsed();
         self.cluster = cluster;
         Ok(Advanced { state, nodes, sync })
@@ -625,6 +660,7 @@ fn resync_nodes<P: NodeProgrammer + ?Sized>(
     topo: &Topology,
     state: &Scenario,
     cluster: &ClusterState,
+    step: &str,
     previous: Option<&ClusterState>,
     proxier: &P,
 ) -> Result<Vec<NodeSummary>> {
@@ -635,6 +671,7 @@ fn resync_nodes<P: NodeProgrammer + ?Sized>(
         let chains = existing_chains(node)?;
         let ipvs = ipvs_table(node)?;
         let resync = Resync {
+            step,
             previous,
             existing_chains: &chains,
             ipvs: &ipvs,

@@ -13,7 +13,7 @@ use kpct::proxier::kube_proxy_iptables::KubeProxyIptables;
 use kpct::proxier::replay::{self, Replay};
 use kpct::proxier::Proxier;
 use kpct::topology::naming::RunPrefix;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 
@@ -575,4 +575,74 @@ echo 1 > /proc/sys/net/ipv4/ip_forward && echo "own sysctl: written"
     );
     assert!(text.contains("own sysctl: written"), "{text}");
     assert_eq!(ns.get_sysctl("net.ipv4.ip_forward").unwrap(), "1");
+}
+
+/// At a step an `exec:` proxier gets input version 2: the new state plus `sync` (the step, and
+/// the previous state unless it was restarted). What it leaves behind is judged by the
+/// convergence check like a built-in's: this one names a chain after the input it got and
+/// never deletes one, so each step leaves a chain a fresh node (which gets version 1) lacks.
+#[test]
+fn exec_proxiers_get_what_changed_at_steps_and_are_held_to_convergence() {
+    let dir = scratch_dir("exec-steps");
+    let script = dir.join("leaky.py");
+    std::fs::write(
+        &script,
+        r#"#!/usr/bin/python3
+import json, sys
+inp = json.load(sys.stdin)
+if inp["version"] == 1:
+    assert "sync" not in inp, inp
+    chain = "KPCT-V1"
+else:
+    sync = inp["sync"]
+    assert inp["version"] == 2 and sync["step"], inp
+    chain = "KPCT-V2-" + ("PREV" if sync["previous"] else "RESTART")
+    if sync["previous"]:
+        assert sync["previous"]["servicePorts"] != inp["cluster"]["servicePorts"], inp
+print("*nat\n:%s - [0:0]\nCOMMIT" % chain)
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut s =
+        kpct::scenario::load(Path::new("../scenarios/transition-service-deleted.yaml")).unwrap();
+    s.probes.clear();
+    s.steps[0].probes.clear();
+    s.steps.push(kpct::scenario::Step {
+        name: "restart".into(),
+        restart_proxier: true,
+        ..Default::default()
+    });
+    let proxier = ExecProxier::from_spec(&format!("exec:{}", script.display())).unwrap();
+    let run = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(kpct::run::run_scenario(
+            &s,
+            &proxier,
+            kpct::probe::probe_timeout(),
+        ))
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stale: Vec<&str> = run
+        .violations
+        .iter()
+        .filter_map(|v| v.split_once("]: ").map(|(_, rest)| rest))
+        .collect();
+    let expected: Vec<String> = [
+        ("delete-web", &["KPCT-V2-PREV"][..]),
+        ("restart", &["KPCT-V2-PREV", "KPCT-V2-RESTART"][..]),
+    ]
+    .iter()
+    .flat_map(|(step, chains)| {
+        ["node-a", "node-b"].iter().flat_map(move |node| {
+            chains.iter().map(move |c| {
+                format!(
+                    "{node}: stale chain {c} (table nat) after step `{step}` (a fresh node \
+                         synced to the same state differs)"
+                )
+            })
+        })
+    })
+    .collect();
+    assert_eq!(stale, expected, "{:#?}", run.violations);
 }

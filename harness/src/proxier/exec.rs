@@ -190,6 +190,24 @@ pub fn input_for(cluster: &ClusterState, node: &NodeContext) -> ProxierInput {
         version: SCHEMA_VERSION,
         cluster: cluster.clone(),
         node: node.clone(),
+        sync: None,
+    }
+}
+
+/// What an `exec:` proxier receives for a later sync (version 2): version 1 plus what changed.
+pub fn step_input_for(
+    cluster: &ClusterState,
+    node: &NodeContext,
+    step: &str,
+    previous: Option<&ClusterState>,
+) -> ProxierInput {
+    ProxierInput {
+        version: crate::cluster::STEP_SCHEMA_VERSION,
+        sync: Some(crate::cluster::StepSync {
+            step: step.to_string(),
+            previous: previous.cloned(),
+        }),
+        ..input_for(cluster, node)
     }
 }
 

@@ -18,6 +18,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// What a proxier knows when it syncs a node it programmed before.
 #[derive(Debug, Clone, Copy)]
 pub struct Resync<'a> {
+    /// The scenario step that changed the cluster.
+    pub step: &'a str,
     /// The cluster state of its previous sync; `None` after a restart, since a restarted
     /// kube-proxy remembers nothing of what it programmed.
     pub previous: Option<&'a ClusterState>,

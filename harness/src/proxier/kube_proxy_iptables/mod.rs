@@ -103,9 +103,11 @@ impl Proxier for KubeProxyIptables {
         Ok(p)
     }
 
-    /// A full sync over the node's current state: the same restore input, plus a flush and
-    /// `-X` for every stale service chain it finds in the nat table, then the UDP conntrack
-    /// cleanup if a UDP service's endpoints changed.
+    /// A sync over the node's current state: a partial one (MinimizeIPTablesRestore, GA in
+    /// v1.30) that leaves the chains of services whose ports and endpoints did not change out
+    /// of the restore, a full one after a restart (`needFullSync`); plus a flush and `-X` for
+    /// every stale service chain it finds in the nat table, then the UDP conntrack cleanup if a
+    /// UDP service's endpoints changed.
     fn resync(
         &self,
         resync: &Resync<'_>,
@@ -119,6 +121,10 @@ impl Proxier for KubeProxyIptables {
                 .cloned()
                 .unwrap_or_default(),
             restarted: resync.previous.is_none(),
+            unchanged: resync
+                .previous
+                .map(|previous| unchanged_services(previous, cluster))
+                .unwrap_or_default(),
         };
         let mut p = program_with(cluster, node, &Config::new(cluster, node), Some(&stale));
         p.conntrack_cleanup = conntrack_cleanup::after_sync(resync.previous, cluster);
@@ -208,14 +214,19 @@ struct Buffers {
     filter_rules: Vec<String>,
     nat_chains: Vec<String>,
     nat_rules: Vec<String>,
+    /// Chains of unchanged services a partial sync leaves out of the restore: still in use.
+    skipped_nat_chains: Vec<String>,
 }
 
-/// What a sync over an already programmed node knows about stale chains.
+/// What a sync over an already programmed node knows.
 struct StaleChains {
     /// The nat table's chains before the sync (`iptables-save -t nat`).
     existing: BTreeSet<String>,
-    /// The first sync of a (re)started kube-proxy, which always cleans up.
+    /// The first sync of a (re)started kube-proxy, which always cleans up and is a full sync.
     restarted: bool,
+    /// Services (namespace, name) whose ports and endpoints did not change since the previous
+    /// sync: a partial sync leaves their chains out of the restore.
+    unchanged: BTreeSet<(String, String)>,
 }
 
 /// The whole `syncProxyRules` output for `node`, under `cfg`.
@@ -229,7 +240,11 @@ fn program_with(
     write_top_level(&mut b, cfg);
     let large_cluster = total_endpoints(cluster, node) > LARGE_CLUSTER_ENDPOINTS_THRESHOLD;
     for sp in &cluster.service_ports {
-        service::write_service_port(&mut b, sp, node, cfg, large_cluster);
+        let unchanged = stale.is_some_and(|s| {
+            s.unchanged
+                .contains(&(sp.namespace.clone(), sp.name.clone()))
+        });
+        service::write_service_port(&mut b, sp, node, cfg, large_cluster, unchanged);
     }
     // "Delete chains no longer in use. Since "iptables-save" can take several seconds to run on
     // hosts with lots of iptables rules, we don't bother to do this on every sync in large
@@ -240,6 +255,30 @@ fn program_with(
     write_nodeports_jump(&mut b, cfg);
     write_forward_rules(&mut b, cfg);
     assemble(b, cfg)
+}
+
+/// Services whose every port, with its endpoints, is the same in `previous` and `current`:
+/// neither the service nor the endpoints change tracker lists them as updated
+/// (`UpdatedServices`, pkg/proxy/servicechangetracker.go, endpointschangetracker.go).
+fn unchanged_services(
+    previous: &ClusterState,
+    current: &ClusterState,
+) -> BTreeSet<(String, String)> {
+    let ports = |c: &ClusterState, ns: &str, name: &str| -> Vec<crate::cluster::ServicePortInfo> {
+        c.service_ports
+            .iter()
+            .filter(|sp| sp.namespace == ns && sp.name == name)
+            .cloned()
+            .collect()
+    };
+    current
+        .service_ports
+        .iter()
+        .map(|sp| (sp.namespace.clone(), sp.name.clone()))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter(|(ns, name)| ports(previous, ns, name) == ports(current, ns, name))
+        .collect()
 }
 
 /// "We must (as per iptables) write a chain-line for it, which has the nice effect of flushing
@@ -253,7 +292,12 @@ fn delete_stale_chains(b: &mut Buffers, existing: &BTreeSet<String>) {
         "KUBE-FW-",
         "KUBE-EXT-",
     ];
-    let active: BTreeSet<&str> = b.nat_chains.iter().map(String::as_str).collect();
+    let active: BTreeSet<&str> = b
+        .nat_chains
+        .iter()
+        .chain(&b.skipped_nat_chains)
+        .map(String::as_str)
+        .collect();
     let stale: Vec<String> = existing
         .iter()
         .filter(|c| !active.contains(c.as_str()))

@@ -148,6 +148,7 @@ pub(super) fn write_service_port(
     node: &NodeContext,
     cfg: &Config,
     large_cluster: bool,
+    unchanged: bool,
 ) {
     if !is_proxied(sp) {
         return;
@@ -160,11 +161,17 @@ pub(super) fn write_service_port(
     capture_load_balancer_ips(b, &ctx);
     capture_node_port(b, &ctx);
     capture_health_check_node_port(b, &ctx);
-    internal_traffic_rules(b, &ctx);
-    external_traffic_chain(b, &ctx);
-    firewall_chain(b, &ctx, node);
-    policy_chains(b, &ctx);
-    endpoint_chains(b, &ctx);
+    // "If the SVC/SVL/EXT/FW/SEP chains have not changed since the last sync then we can omit
+    // them from the restore input": a partial sync writes the rest of an unchanged service
+    // into buffers it throws away, keeping only the chain names, which stay in use.
+    let mut skipped = Buffers::default();
+    let chains = if unchanged { &mut skipped } else { &mut *b };
+    internal_traffic_rules(chains, &ctx);
+    external_traffic_chain(chains, &ctx);
+    firewall_chain(chains, &ctx, node);
+    policy_chains(chains, &ctx);
+    endpoint_chains(chains, &ctx);
+    b.skipped_nat_chains.extend(skipped.nat_chains);
 }
 
 /// "Capture the clusterIP.": DNAT entry in nat KUBE-SERVICES, or REJECT/DROP in filter.

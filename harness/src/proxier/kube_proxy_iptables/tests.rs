@@ -1123,3 +1123,76 @@ fn node_port_addresses_jump_per_node_ip() {
     assert_eq!(last(&all).len(), 1);
     assert!(last(&all)[0].contains("-m addrtype --dst-type LOCAL -j"));
 }
+
+/// A resync after only `ns1/b`'s endpoints changed: a partial sync rewrites b's chains and
+/// leaves a's out of the restore (they stay in use, so they are not stale either); the chains
+/// of b's endpoint that left are flushed and deleted. After a restart it is a full sync again.
+#[test]
+fn a_partial_sync_writes_only_changed_services_and_deletes_stale_chains() {
+    use crate::proxier::Resync;
+    let a = svc("ns1", "a", "172.30.0.41").with(|s| s.endpoints = vec![ep("10.180.0.1")]);
+    let b_before = svc("ns1", "b", "172.30.0.42")
+        .with(|s| s.endpoints = vec![ep("10.180.0.2"), ep("10.180.0.3")]);
+    let b_after = svc("ns1", "b", "172.30.0.42").with(|s| s.endpoints = vec![ep("10.180.0.2")]);
+    let before = cluster(vec![a.clone(), b_before]);
+    let after = cluster(vec![a, b_after]);
+    let first = program(&before);
+    let existing: BTreeMap<Table, std::collections::BTreeSet<String>> = first
+        .iptables
+        .iter()
+        .map(|(t, r)| (*t, r.chains.iter().map(|c| c.name.clone()).collect()))
+        .collect();
+    let sep = |ip: &str| super::names::endpoint_chain("ns1/b:p80", "tcp", &format!("{ip}:80"));
+    let a_svc = chains_with_prefix(&first, Table::Nat, "KUBE-SVC-")
+        .into_iter()
+        .find(|c| {
+            first.iptables[&Table::Nat]
+                .rules
+                .iter()
+                .any(|r| r.contains(&format!("-A {c} ")) && r.contains("ns1/a:p80"))
+        })
+        .expect("a's KUBE-SVC chain");
+    let resync = |previous| {
+        KubeProxyIptables
+            .resync(
+                &Resync {
+                    step: "s",
+                    previous,
+                    existing_chains: &existing,
+                    ipvs: &[],
+                },
+                &after,
+                &node(),
+            )
+            .unwrap()
+    };
+    let partial = resync(Some(&before));
+    let nat = chains(&partial, Table::Nat);
+    assert!(!nat.contains(&a_svc), "unchanged a is left out: {nat:?}");
+    assert!(nat.contains(&sep("10.180.0.2")), "{nat:?}");
+    assert!(
+        nat.contains(&sep("10.180.0.3")),
+        "the stale chain is declared to flush it"
+    );
+    assert_eq!(
+        partial.iptables[&Table::Nat]
+            .deleted_chains()
+            .collect::<Vec<_>>(),
+        [sep("10.180.0.3").as_str()]
+    );
+    // The jump to a's chain is still written: KUBE-SERVICES is rewritten whole.
+    assert!(rules(&partial, Table::Nat)
+        .iter()
+        .any(|r| r.starts_with("-A KUBE-SERVICES") && r.ends_with(&format!("-j {a_svc}"))));
+    let full = resync(None);
+    assert!(
+        chains(&full, Table::Nat).contains(&a_svc),
+        "a restart syncs fully"
+    );
+    assert_eq!(
+        full.iptables[&Table::Nat]
+            .deleted_chains()
+            .collect::<Vec<_>>(),
+        [sep("10.180.0.3").as_str()]
+    );
+}
