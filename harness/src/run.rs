@@ -247,9 +247,24 @@ pub trait NodeProgrammer: Send + Sync {
         self.program_node(cluster, ctx, node)
     }
 
-    /// Why this proxier cannot run a scenario with steps, if it cannot.
-    fn steps_unsupported(&self) -> Option<String> {
+    /// Why this proxier cannot run `scenario`'s steps, if it cannot (checked before anything
+    /// is built).
+    fn steps_problem(&self, scenario: &Scenario) -> Option<String> {
+        let _ = scenario;
         None
+    }
+
+    /// What this proxier programs into a fresh node for the state after step `step`: the
+    /// convergence check's reference. By default its first sync of that state.
+    fn program_fresh(
+        &self,
+        step: &str,
+        cluster: &ClusterState,
+        ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
+        let _ = step;
+        self.program_node(cluster, ctx, node)
     }
 }
 
@@ -361,15 +376,52 @@ impl NodeProgrammer for Replay {
     fn label(&self) -> String {
         format!("replay:{}", self.dir.display())
     }
-    fn steps_unsupported(&self) -> Option<String> {
-        Some(format!(
-            "{} holds one capture per node, not one per step: a replay cannot judge a \
-             scenario's steps",
-            self.label()
-        ))
+    /// A replay of a scenario with steps holds one capture per step: `DIR/<step>/<node>/`.
+    fn steps_problem(&self, scenario: &Scenario) -> Option<String> {
+        let missing: Vec<String> = scenario
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(k, st)| scenario::step_name(st, k))
+            .filter(|name| !self.at_step(name).dir.is_dir())
+            .collect();
+        (!missing.is_empty()).then(|| {
+            format!(
+                "{} has no capture for step(s) {}: a replay of a scenario with steps holds one \
+                 capture per step, {}/<step>/<node>/",
+                self.label(),
+                missing.join(", "),
+                self.dir.display()
+            )
+        })
     }
     fn random_choice(&self) -> bool {
         true
+    }
+    /// Makes the node hold exactly the step's capture: a capture lists everything the real
+    /// node held after the step, and cannot say what went, so its tables replace the node's
+    /// and IPVS services it does not list are deleted.
+    fn resync_node(
+        &self,
+        resync: &Resync<'_>,
+        _cluster: &ClusterState,
+        _ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
+        let replay = self.at_step(resync.step);
+        let (_, effective) = replay
+            .sync_node_replacing(&node.netns, &node.name, &applier()?)
+            .with_context(|| format!("{} at step `{}`", replay.label(), resync.step))?;
+        Ok(summarize_effective(node, &effective))
+    }
+    fn program_fresh(
+        &self,
+        step: &str,
+        cluster: &ClusterState,
+        ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
+        self.at_step(step).program_node(cluster, ctx, node)
     }
     fn program_node(
         &self,
@@ -481,7 +533,7 @@ impl Staged {
             .steps
             .get(k)
             .ok_or_else(|| anyhow::anyhow!("{} has no step {}", scenario.name, k + 1))?;
-        if let Some(why) = proxier.steps_unsupported() {
+        if let Some(why) = proxier.steps_problem(scenario) {
             anyhow::bail!("{}: {why}", scenario.name);
         }
         let state = scenario::state_at(scenario, Some(k));
@@ -523,7 +575,7 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
     probe_timeout: Duration,
 ) -> Result<ScenarioRun> {
     if !scenario.steps.is_empty() {
-        if let Some(why) = proxier.steps_unsupported() {
+        if let Some(why) = proxier.steps_problem(scenario) {
             anyhow::bail!("{}: {why}", scenario.name);
         }
     }
@@ -562,7 +614,7 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
         timing.step_syncs.push(advanced.sync);
         let state = &advanced.state.scenario;
         let (not_converged, fresh_sync) =
-            convergence_check(&staged.topo, state, &staged.cluster, proxier)
+            convergence_check(&staged.topo, state, &staged.cluster, &name, proxier)
                 .with_context(context)?;
         timing.fresh_syncs.push(fresh_sync);
         judged.violations.extend(not_converged.iter().map(|d| {
@@ -688,6 +740,7 @@ fn convergence_check<P: NodeProgrammer + ?Sized>(
     topo: &Topology,
     state: &Scenario,
     cluster: &ClusterState,
+    step: &str,
     proxier: &P,
 ) -> Result<(Vec<String>, Duration)> {
     let read = |node: &NodeNs| {
@@ -705,7 +758,7 @@ fn convergence_check<P: NodeProgrammer + ?Sized>(
         let twin = topo.fresh_twin(spec)?;
         let started = std::time::Instant::now();
         proxier
-            .program_node(cluster, &ctx, &twin)
+            .program_fresh(step, cluster, &ctx, &twin)
             .with_context(|| format!("programming a fresh node {} to compare with", spec.name))?;
         programming += started.elapsed();
         let draining = crate::convergence::draining_lines(&ipvs_table(node)?);

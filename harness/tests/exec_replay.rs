@@ -646,3 +646,53 @@ print("*nat\n:%s - [0:0]\nCOMMIT" % chain)
     .collect();
     assert_eq!(stale, expected, "{:#?}", run.violations);
 }
+
+/// A replay of a scenario with steps holds one capture per step (`DIR/<step>/<node>/`), each
+/// replacing what the node held: captures of the iptables built-in at every state replay the
+/// whole scenario, expectations and convergence checks included. A missing step's capture is
+/// refused before anything is built.
+#[test]
+fn a_replay_holds_one_capture_per_step() {
+    let s =
+        kpct::scenario::load(Path::new("../scenarios/transition-service-deleted.yaml")).unwrap();
+    let dir = scratch_dir("replay-steps");
+    let capture_state = |state: &kpct::scenario::Scenario, into: &Path| {
+        let cluster = kpct::scenario::cluster_state(state);
+        for node in &state.topology.nodes {
+            let ctx = kpct::scenario::node_context(state, &node.name).unwrap();
+            let ns = netns(&format!("capture-{}", node.name));
+            let p = KubeProxyIptables.program(&cluster, &ctx).unwrap();
+            applier().apply(&ns, &node.name, &p, None).unwrap();
+            replay::capture(&ns, &node.name, into, Default::default()).expect("capture");
+        }
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let replay = Replay::new(&dir);
+    let refused = rt
+        .block_on(kpct::run::run_scenario(
+            &s,
+            &replay,
+            kpct::probe::probe_timeout(),
+        ))
+        .err()
+        .expect("no capture for the step");
+    assert!(
+        format!("{refused:#}").contains("has no capture for step(s) delete-web"),
+        "{refused:#}"
+    );
+    capture_state(&s, &dir);
+    for (k, step) in s.steps.iter().enumerate() {
+        let state = kpct::scenario::state_at(&s, Some(k)).scenario;
+        capture_state(&state, &dir.join(&step.name));
+    }
+    let run = rt
+        .block_on(kpct::run::run_scenario(
+            &s,
+            &replay,
+            kpct::probe::probe_timeout(),
+        ))
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(run.violations, Vec::<String>::new());
+    assert!(run.observation.steps[0].converged);
+}

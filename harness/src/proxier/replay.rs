@@ -128,6 +128,16 @@ impl Replay {
         Replay { dir: dir.into() }
     }
 
+    /// The capture of the node states after scenario step `step`: `DIR/<step>/`.
+    pub fn at_step(&self, step: &str) -> Replay {
+        Replay::new(self.dir.join(step))
+    }
+
+    /// `replay:DIR` as a proxier spec.
+    pub fn label(&self) -> String {
+        format!("replay:{}", self.dir.display())
+    }
+
     /// Parses `replay:DIRECTORY`.
     pub fn from_spec(spec: &str) -> Result<Replay, ReplayError> {
         match spec.strip_prefix("replay:") {
@@ -259,7 +269,40 @@ impl Replay {
         node: &str,
         applier: &Applier,
     ) -> Result<(AppliedReport, EffectiveState), ReplayError> {
-        let loaded = self.load(node)?;
+        self.sync(ns, node, applier, false)
+    }
+
+    /// [`Replay::sync_node`] over a node that holds earlier programming: the capture's tables
+    /// replace the node's (a full `iptables-restore`) and IPVS services it does not list are
+    /// deleted, so the node holds what the real one did.
+    pub fn sync_node_replacing(
+        &self,
+        ns: &Netns,
+        node: &str,
+        applier: &Applier,
+    ) -> Result<(AppliedReport, EffectiveState), ReplayError> {
+        self.sync(ns, node, applier, true)
+    }
+
+    fn sync(
+        &self,
+        ns: &Netns,
+        node: &str,
+        applier: &Applier,
+        replacing: bool,
+    ) -> Result<(AppliedReport, EffectiveState), ReplayError> {
+        let mut loaded = self.load(node)?;
+        if replacing {
+            loaded.programming.restore_mode = crate::programming::RestoreMode::Flush;
+            // Only where the capture has an IPVS table (even an empty one): a node captured
+            // without one says nothing about IPVS.
+            if self.dir.join(node).join(IPVS_FILE).exists() {
+                loaded
+                    .programming
+                    .ipvs_delete_others
+                    .get_or_insert_with(Vec::new);
+            }
+        }
         let report = applier.apply(ns, node, &loaded.programming, Some(&loaded.sources))?;
         let opts = ReadOptions {
             backend: applier.options.backend,
