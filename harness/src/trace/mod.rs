@@ -86,6 +86,7 @@ pub async fn trace<P: NodeProgrammer + ?Sized>(
                 "{} has no probe `{probe_name}`; its probes: {}",
                 match step {
                     Some(n) => format!("step {n} of scenario {}", scenario.name),
+                    None if scenario.steps.is_empty() => format!("scenario {}", scenario.name),
                     None => format!("scenario {} (before its steps)", scenario.name),
                 },
                 state
