@@ -10,8 +10,10 @@ use crate::netns::Netns;
 use crate::scenario::Protocol;
 use crate::topology::Topology;
 use anyhow::{Context, Result};
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
 use tokio::io::AsyncWriteExt;
 use tokio::task::JoinHandle;
 
@@ -19,6 +21,8 @@ use tokio::task::JoinHandle;
 pub struct Backends {
     /// Each server task with the pod (or `health-check@NODE`) it serves for.
     tasks: Vec<(String, JoinHandle<()>)>,
+    /// The open connections of each TCP server, by the pod it serves for.
+    connections: Vec<(String, OpenConnections)>,
     /// Listening SCTP sockets, by pod: the kernel answers an INIT itself, so holding them is
     /// serving.
     sctp_listeners: Vec<(String, OwnedFd)>,
@@ -29,6 +33,17 @@ impl Drop for Backends {
         for (_, t) in &self.tasks {
             t.abort();
         }
+    }
+}
+
+impl Backends {
+    fn serve_tcp_for(&mut self, owner: String, listener: tokio::net::TcpListener) {
+        let open = OpenConnections::default();
+        self.connections.push((owner.clone(), open.clone()));
+        self.tasks.push((
+            owner.clone(),
+            tokio::spawn(serve_tcp(listener, owner, open)),
+        ));
     }
 }
 
@@ -49,8 +64,11 @@ fn udp_answer(payload: &[u8], peer: std::net::SocketAddr, pod: &str) -> Vec<u8> 
 impl Backends {
     /// Starts a server for each container port of each pod of `topo`, as declared in `pods`.
     pub fn start(topo: &Topology, pods: &[crate::scenario::Pod]) -> Result<Backends> {
-        let mut tasks = Vec::new();
-        let mut sctp_listeners = Vec::new();
+        let mut backends = Backends {
+            tasks: Vec::new(),
+            connections: Vec::new(),
+            sctp_listeners: Vec::new(),
+        };
         for pod in pods {
             let ns = &topo.pod(&pod.name)?.netns;
             for port in &pod.ports {
@@ -65,10 +83,7 @@ impl Backends {
                     Protocol::Tcp => {
                         let listener =
                             tcp_listen(ns, addr).with_context(|| format!("listening on {what}"))?;
-                        tasks.push((
-                            pod.name.clone(),
-                            tokio::spawn(serve_tcp(listener, pod.name.clone())),
-                        ));
+                        backends.serve_tcp_for(pod.name.clone(), listener);
                     }
                     Protocol::Udp => {
                         let socket = ns
@@ -79,7 +94,7 @@ impl Backends {
                             })?
                             .with_context(|| format!("binding {what}"))?;
                         let socket = tokio::net::UdpSocket::from_std(socket)?;
-                        tasks.push((
+                        backends.tasks.push((
                             pod.name.clone(),
                             tokio::spawn(serve_udp(socket, pod.name.clone())),
                         ));
@@ -88,19 +103,17 @@ impl Backends {
                         let fd = ns
                             .run(|| sctp_listen(addr))?
                             .with_context(|| format!("listening on {what}"))?;
-                        sctp_listeners.push((pod.name.clone(), fd));
+                        backends.sctp_listeners.push((pod.name.clone(), fd));
                     }
                 }
             }
         }
-        Ok(Backends {
-            tasks,
-            sctp_listeners,
-        })
+        Ok(backends)
     }
 
-    /// Stops the servers of pod `name` and waits until their sockets are closed, so the pod's
-    /// namespace can really go away.
+    /// Stops the servers of pod `name` as its processes' exit would, and returns once every
+    /// socket they held is closed and each connection's client has acknowledged the close, so
+    /// the pod's namespace can really go away.
     pub async fn stop_pod(&mut self, name: &str) {
         let (stopping, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.tasks)
             .into_iter()
@@ -108,10 +121,18 @@ impl Backends {
         self.tasks = kept;
         for (_, task) in stopping {
             task.abort();
-            // A cancelled task's future, and with it its socket, is dropped before `await`
-            // returns.
+            // A cancelled task's future, and with it its listener and its connections' own
+            // descriptors, is dropped before `await` returns.
             let _ = task.await;
         }
+        let mut fds = Vec::new();
+        self.connections.retain(|(owner, open)| {
+            if owner == name {
+                fds.extend(std::mem::take(&mut *lock(open)).into_values());
+            }
+            owner != name
+        });
+        let _ = tokio::task::spawn_blocking(move || close_lingering(fds)).await;
         self.sctp_listeners.retain(|(owner, _)| owner != name);
     }
 
@@ -145,9 +166,7 @@ impl Backends {
                         node.name
                     )
                 })?;
-                let owner = format!("health-check@{}", node.name);
-                self.tasks
-                    .push((owner.clone(), tokio::spawn(serve_tcp(listener, owner))));
+                self.serve_tcp_for(format!("health-check@{}", node.name), listener);
             }
         }
         Ok(())
@@ -195,40 +214,74 @@ fn sctp_listen(addr: SocketAddrV4) -> std::io::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// Answers each connection at once, then again for every chunk the client sends, until the
-/// client closes: a one-shot probe reads the first line and closes, a flow kept across steps
-/// asks again later and learns which backend holds it.
-/// How long (seconds) closing a served connection may wait for the client's acknowledgement.
+/// How long (seconds) closing a connection of a stopping pod may wait for the client's
+/// acknowledgement of its FIN.
 const CLOSE_LINGER_S: i32 = 2;
 
-/// Connections are futures of this task rather than tasks of their own, so stopping the task
-/// closes every socket it holds at once.
-async fn serve_tcp(listener: tokio::net::TcpListener, pod: String) {
+/// A duplicate of each connection a TCP server holds open, by connection number: the
+/// connection itself lives in the server's task, and a socket is only closed when its last
+/// descriptor is, so stopping the task leaves these to close the way [`Backends::stop_pod`]
+/// wants.
+type OpenConnections = Arc<Mutex<BTreeMap<u64, OwnedFd>>>;
+
+/// Answers each connection at once, then again for every chunk the client sends, until the
+/// client closes: a one-shot probe reads the first line and closes, a flow kept across steps
+/// asks again later and learns which backend holds it. Connections are futures of this task
+/// rather than tasks of their own, so stopping the task ends every one at once.
+async fn serve_tcp(listener: tokio::net::TcpListener, pod: String, open: OpenConnections) {
     use futures::stream::{FuturesUnordered, StreamExt};
+    use std::os::fd::AsFd;
     let mut connections = FuturesUnordered::new();
+    let mut next_id = 0u64;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    // Closing a connection (the pod stopping) then waits until the client has
-                    // acknowledged the FIN (tcp_close's lingering wait), so the client learns
-                    // of it before the pod's veth goes and could take the FIN with it.
-                    // (Blocking a worker thread for that moment on drop is the point.)
-                    let linger = libc::linger {
-                        l_onoff: 1,
-                        l_linger: CLOSE_LINGER_S,
-                    };
-                    if nix::sys::socket::setsockopt(&stream, nix::sys::socket::sockopt::Linger, &linger)
-                        .is_err()
-                    {
+                    let Ok(dup) = stream.as_fd().try_clone_to_owned() else {
                         continue;
-                    }
-                    connections.push(serve_tcp_connection(stream, peer, pod.clone()));
+                    };
+                    let id = next_id;
+                    next_id += 1;
+                    lock(&open).insert(id, dup);
+                    let open = open.clone();
+                    let pod = pod.clone();
+                    connections.push(async move {
+                        serve_tcp_connection(stream, peer, pod).await;
+                        lock(&open).remove(&id);
+                    });
                 }
                 Err(_) => return,
             },
             Some(()) = connections.next(), if !connections.is_empty() => {}
         }
+    }
+}
+
+/// The map, even if a thread panicked holding it (it only holds descriptors).
+fn lock(open: &OpenConnections) -> std::sync::MutexGuard<'_, BTreeMap<u64, OwnedFd>> {
+    open.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Ends each connection as its process's exit would, and returns once its client has
+/// acknowledged the FIN (at most [`CLOSE_LINGER_S`] each), so the client has learnt of the
+/// close before anything can take the FIN away (the pod's veth going). Blocking: run it off
+/// the async workers.
+///
+/// `shutdown` sends the FIN at once; the lingering `close` then waits for its acknowledgement.
+/// `close` alone sends nothing until the socket's last descriptor goes, and a process the
+/// harness forks in another thread holds a copy of every descriptor until it execs: the FIN
+/// then left after the pod was gone, and the client never saw the connection end (2 runs in 40
+/// of transition-pod-deleted-established at `-j 8`).
+fn close_lingering(fds: Vec<OwnedFd>) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: CLOSE_LINGER_S,
+    };
+    for fd in fds {
+        // A socket that refuses either is closed at once, as it would be anyway.
+        let _ = nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::Linger, &linger);
+        let _ = nix::sys::socket::shutdown(fd.as_raw_fd(), nix::sys::socket::Shutdown::Write);
+        drop(fd);
     }
 }
 
