@@ -11,24 +11,30 @@ use std::path::Path;
 /// (`kpct::scenario::conventions` enforces them): `sctp-*` need SCTP in the kernel,
 /// `ipvs-existing-*` need IP_VS even in iptables mode.
 fn modules(stem: &str) -> Vec<(&'static str, &'static str, &'static str)> {
-    let iptables = if stem.starts_with("sctp-") {
-        (
-            "needs_sctp_scenarios_iptables",
-            "kube-proxy-iptables",
-            "require_sctp();",
-        )
-    } else if stem.starts_with("ipvs-existing-") {
-        (
-            "needs_ipvs_scenarios_iptables",
-            "kube-proxy-iptables",
-            "require_ipvs();",
-        )
-    } else {
-        ("scenarios_iptables", "kube-proxy-iptables", "")
+    // The netfilter proxiers run natively unless the scenario needs what this kernel may lack.
+    let netfilter = |native: &'static str, sctp: &'static str, ipvs: &'static str, proxier| {
+        if stem.starts_with("sctp-") {
+            (sctp, proxier, "require_sctp();")
+        } else if stem.starts_with("ipvs-existing-") {
+            (ipvs, proxier, "require_ipvs();")
+        } else {
+            (native, proxier, "")
+        }
     };
     vec![
         ("needs_ipvs_scenarios", "kube-proxy-ipvs", "require_ipvs();"),
-        iptables,
+        netfilter(
+            "scenarios_iptables",
+            "needs_sctp_scenarios_iptables",
+            "needs_ipvs_scenarios_iptables",
+            "kube-proxy-iptables",
+        ),
+        netfilter(
+            "scenarios_nftables",
+            "needs_sctp_scenarios_nftables",
+            "needs_ipvs_scenarios_nftables",
+            "kube-proxy-nftables",
+        ),
     ]
 }
 

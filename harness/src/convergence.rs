@@ -16,16 +16,20 @@ use crate::programming::EffectiveState;
 use std::collections::BTreeMap;
 
 /// Every difference between the `updated` node and a `fresh` one, in section order.
-/// `draining`: `ipvsadm -Sn` lines of the updated node's real servers that are at weight 0 and
-/// still hold connections.
+/// `allowed`: lines the updated node may hold that a fresh one cannot: the `ipvsadm -Sn` lines
+/// of real servers at weight 0 that still hold connections ([`draining_lines`]), and the
+/// nftables service chains flushed to be deleted at the next sync ([`flushed_chains`]).
 pub fn differences(
     updated: &EffectiveState,
     fresh: &EffectiveState,
-    draining: &[String],
+    allowed: &[String],
 ) -> Vec<String> {
-    let (mut updated, fresh) = (sections(&updated.to_text()), sections(&fresh.to_text()));
-    if let Some(ipvs) = updated.get_mut("ipvs") {
-        ipvs.retain(|line| !draining.contains(line));
+    let (mut updated, fresh) = (
+        with_located_nft(sections(&updated.to_text()), updated),
+        with_located_nft(sections(&fresh.to_text()), fresh),
+    );
+    for lines in updated.values_mut() {
+        lines.retain(|line| !allowed.contains(line));
     }
     let mut out = Vec::new();
     let names: std::collections::BTreeSet<&String> = updated.keys().chain(fresh.keys()).collect();
@@ -52,6 +56,47 @@ pub fn differences(
                 section_name(section),
                 first
             ));
+        }
+    }
+    out
+}
+
+/// The `nft` section as lines that name their table and chain, so a difference says where it
+/// is, blocks in name order (the kernel lists them in creation order, which an update changes;
+/// only the order of lines inside a chain matters); dropped when the node has no nftables
+/// table.
+fn with_located_nft(
+    mut sections: BTreeMap<String, Vec<String>>,
+    state: &EffectiveState,
+) -> BTreeMap<String, Vec<String>> {
+    sections.remove("nft");
+    if !state.nft.is_empty() {
+        let mut lines: Vec<String> = state
+            .nft
+            .iter()
+            .flat_map(|(table, listing)| crate::programming::nft::located_lines(table, listing))
+            .collect();
+        lines.sort_by(|a, b| block_of(a).cmp(block_of(b)));
+        sections.insert("nft".into(), lines);
+    }
+    sections
+}
+
+/// The block path a located line belongs to (`ip kube-proxy › chain services`).
+fn block_of(located: &str) -> &str {
+    located.split_once(": ").map_or(located, |(path, _)| path)
+}
+
+/// The located lines of the empty service chains of `state` (a `/` in the name: kube-proxy's
+/// `isServiceChainName`): nftables mode flushes a stale chain in one sync and deletes it in the
+/// next, kernels before 6.2 being slow to see it unreferenced (pkg/proxy/nftables/proxier.go).
+pub fn flushed_chains(state: &EffectiveState) -> Vec<String> {
+    let mut out = Vec::new();
+    for (table, listing) in &state.nft {
+        for block in crate::programming::nft::blocks(listing) {
+            if block.kind == "chain" && block.lines == 0 && block.name.contains('/') {
+                out.push(format!("{table} › chain {}", block.name));
+            }
         }
     }
     out
@@ -130,6 +175,7 @@ fn section_name(section: &str) -> String {
         "ipvs" => "IPVS services".into(),
         "addresses" => "kube-ipvs0 addresses".into(),
         "sysctl" => "sysctls".into(),
+        "nft" => "nftables lines".into(),
         table => format!("rules of table {table}"),
     }
 }
@@ -156,6 +202,7 @@ fn describe(section: &str, line: &str) -> String {
             None => format!("kube-ipvs0 address {line}"),
         },
         "sysctl" => format!("sysctl {line}"),
+        "nft" => format!("nftables `{line}`"),
         table => match line.strip_prefix(':') {
             Some(decl) => {
                 let name = decl.split_whitespace().next().unwrap_or(decl);
@@ -178,7 +225,59 @@ mod tests {
             ipvs: None,
             kube_ipvs0: None,
             sysctls: BTreeMap::new(),
+            nft: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn names_the_nftables_chain_a_difference_is_in() {
+        use crate::programming::nft::{normalize_listing, NftFamily, NftTable};
+        let with = |listing: &str| {
+            let mut s = state("");
+            s.nft.insert(
+                NftTable {
+                    family: NftFamily::Ip,
+                    name: "kube-proxy".into(),
+                },
+                normalize_listing(listing),
+            );
+            s
+        };
+        let fresh = with("table ip kube-proxy {\n\tchain services {\n\t\tjump a\n\t}\n}\n");
+        let updated = with(
+            "table ip kube-proxy {\n\tchain services {\n\t\tjump b\n\t}\n\tchain old {\n\t}\n}\n",
+        );
+        assert_eq!(
+            differences(&updated, &fresh, &[]),
+            [
+                "stale nftables `ip kube-proxy › chain old`",
+                "stale nftables `ip kube-proxy › chain services: jump b`",
+                "missing nftables `ip kube-proxy › chain services: jump a`",
+            ]
+        );
+        // Chains in another order are the same table (the kernel lists them as they were
+        // created); rules in another order are not.
+        let ab = with("table ip kube-proxy {\n\tchain a {\n\t\tjump x\n\t\tjump y\n\t}\n\tchain b {\n\t}\n}\n");
+        let ba = with("table ip kube-proxy {\n\tchain b {\n\t}\n\tchain a {\n\t\tjump x\n\t\tjump y\n\t}\n}\n");
+        let ab_swapped = with("table ip kube-proxy {\n\tchain a {\n\t\tjump y\n\t\tjump x\n\t}\n\tchain b {\n\t}\n}\n");
+        assert!(differences(&ba, &ab, &[]).is_empty());
+        assert_eq!(differences(&ab_swapped, &ab, &[]).len(), 1);
+        // An emptied service chain (a `/` in its name) is one flushed to be deleted later.
+        let flushed = with("table ip kube-proxy {\n\tchain endpoint-X-ns/svc/tcp/p__10.0.0.1/80 {\n\t}\n\tchain b {\n\t}\n}\n");
+        let allowed = flushed_chains(&flushed);
+        assert_eq!(
+            allowed,
+            ["ip kube-proxy › chain endpoint-X-ns/svc/tcp/p__10.0.0.1/80"]
+        );
+        let bare = with("table ip kube-proxy {\n\tchain b {\n\t}\n}\n");
+        assert_eq!(differences(&flushed, &bare, &[]).len(), 1);
+        assert!(differences(&flushed, &bare, &allowed).is_empty());
+        assert_eq!(
+            differences(&state(""), &fresh, &[]).len(),
+            3,
+            "a missing table is missing all of it"
+        );
+        assert!(differences(&fresh, &fresh, &[]).is_empty());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Small nfnetlink requests the suite makes itself instead of forking a tool: a conntrack flush
 //! (what `conntrack -F` does) and "does this namespace hold any iptables-nft table / any
 //! ipset?" (what an empty `iptables-save` / `ipset save` would say). Each tool run costs
-//! ~0.2 s in the emulated VM; these cost a netlink round trip.
+//! ~0.2 s in the emulated VM; these cost a netlink round trip. Also the names of its nf_tables
+//! tables (what `nft list tables` prints).
 
 use crate::netns::Netns;
 use anyhow::{bail, Context, Result};
@@ -171,6 +172,49 @@ pub fn holds_no_ip_tables(ns: &Netns) -> Option<bool> {
     dump_count(ns, request, (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWTABLE)
         .ok()
         .map(|n| n == 0)
+}
+
+/// Every nf_tables table of `ns`, of any family: (NFPROTO_* family, name), as `nft list
+/// tables` would name them.
+pub fn nft_tables(ns: &Netns) -> Result<Vec<(u8, String)>> {
+    const NFPROTO_UNSPEC: u8 = 0;
+    const NFTA_TABLE_NAME: u16 = 1;
+    let request = request(
+        (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETTABLE,
+        NLM_F_REQUEST | NLM_F_DUMP,
+        1,
+        NFPROTO_UNSPEC,
+        &[],
+    );
+    let replies = exchange(ns, request, true)?;
+    if let Some(errno) = replies.iter().find_map(|m| m.errno.filter(|e| *e != 0)) {
+        bail!("{}", std::io::Error::from_raw_os_error(errno));
+    }
+    let mut out = Vec::new();
+    for m in replies
+        .iter()
+        .filter(|m| m.kind == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWTABLE)
+    {
+        let Some(&family) = m.payload.first() else {
+            continue;
+        };
+        // Attributes after the 4-byte nfgenmsg: (len u16, type u16, value, padded to 4).
+        let mut at = 4;
+        while at + 4 <= m.payload.len() {
+            let len = u16::from_ne_bytes([m.payload[at], m.payload[at + 1]]) as usize;
+            let kind = u16::from_ne_bytes([m.payload[at + 2], m.payload[at + 3]]) & 0x3fff;
+            if len < 4 || at + len > m.payload.len() {
+                break;
+            }
+            if kind == NFTA_TABLE_NAME {
+                let value = &m.payload[at + 4..at + len];
+                let name = value.split(|b| *b == 0).next().unwrap_or_default();
+                out.push((family, String::from_utf8_lossy(name).into_owned()));
+            }
+            at += (len + 3) & !3;
+        }
+    }
+    Ok(out)
 }
 
 /// Whether `ns` holds no ipset, so that `ipset save` would print nothing. `None` when the

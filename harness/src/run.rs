@@ -71,10 +71,18 @@ pub struct NodeSummary {
     pub ipvs_real_servers: usize,
     pub ipsets: usize,
     pub iptables_rules: usize,
+    /// Lines of the `nft -f` transaction the node's sync wrote (built-ins), or of the
+    /// nftables tables it holds (`exec:`, `replay:`); left out when there are none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub nft_lines: usize,
     /// `ipvsadm --set` values, when the proxier sets (or the node holds) other than the
     /// kernel's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ipvs_timeouts: Option<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The outcome of running a scenario: what was observed, and which expectations failed.
@@ -156,6 +164,7 @@ fn summarize(node: &NodeNs, p: &Programming) -> NodeSummary {
         ipvs_real_servers: p.ipvs.iter().map(|v| v.destinations.len()).sum(),
         ipsets: p.ipsets.len(),
         iptables_rules: p.iptables.values().map(|t| t.rule_lines().count()).sum(),
+        nft_lines: p.nft.lines.len(),
         ipvs_timeouts: p.ipvs_timeouts.as_ref().map(timeouts_summary),
     }
 }
@@ -451,6 +460,7 @@ fn summarize_effective(node: &NodeNs, state: &EffectiveState) -> NodeSummary {
             .map_or(0, |t| t.servers.iter().map(|v| v.destinations.len()).sum()),
         ipsets: state.ipsets.len(),
         iptables_rules: state.iptables.values().map(|t| t.rules.len()).sum(),
+        nft_lines: state.nft.values().map(Vec::len).sum(),
         ipvs_timeouts: state
             .ipvs
             .as_ref()
@@ -604,6 +614,7 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
         &mut timing,
     )?;
     let mut steps = Vec::new();
+    let mut flushed_before = std::collections::BTreeMap::new();
     for (k, step) in scenario.steps.iter().enumerate() {
         let name = scenario::step_name(step, k);
         let context = || format!("{} step `{name}`", scenario.name);
@@ -612,10 +623,20 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
             .await
             .with_context(context)?;
         timing.step_syncs.push(advanced.sync);
+        if step.restart_proxier {
+            // A restarted kube-proxy has forgotten the chains it flushed and flushes them again.
+            flushed_before.clear();
+        }
         let state = &advanced.state.scenario;
-        let (not_converged, fresh_sync) =
-            convergence_check(&staged.topo, state, &staged.cluster, &name, proxier)
-                .with_context(context)?;
+        let (not_converged, fresh_sync) = convergence_check(
+            &staged.topo,
+            state,
+            &staged.cluster,
+            &name,
+            proxier,
+            &mut flushed_before,
+        )
+        .with_context(context)?;
         timing.fresh_syncs.push(fresh_sync);
         judged.violations.extend(not_converged.iter().map(|d| {
             format!(
@@ -722,10 +743,13 @@ fn resync_nodes<P: NodeProgrammer + ?Sized>(
             .with_context(|| format!("node {} is not in the scenario", node.name))?;
         let chains = existing_chains(node)?;
         let ipvs = ipvs_table(node)?;
+        let nft = crate::programming::nft::read_tables(&node.netns)
+            .with_context(|| format!("reading the nftables tables of node {}", node.name))?;
         let resync = Resync {
             step,
             previous,
             existing_chains: &chains,
+            nft: &nft,
             ipvs: &ipvs,
         };
         out.push(proxier.resync_node(&resync, cluster, &ctx, node)?);
@@ -742,6 +766,7 @@ fn convergence_check<P: NodeProgrammer + ?Sized>(
     cluster: &ClusterState,
     step: &str,
     proxier: &P,
+    flushed_before: &mut std::collections::BTreeMap<String, Vec<String>>,
 ) -> Result<(Vec<String>, Duration)> {
     let read = |node: &NodeNs| {
         crate::programming::effective_state(
@@ -761,8 +786,17 @@ fn convergence_check<P: NodeProgrammer + ?Sized>(
             .program_fresh(step, cluster, &ctx, &twin)
             .with_context(|| format!("programming a fresh node {} to compare with", spec.name))?;
         programming += started.elapsed();
-        let draining = crate::convergence::draining_lines(&ipvs_table(node)?);
-        let differences = crate::convergence::differences(&read(node)?, &read(&twin)?, &draining);
+        let state = read(node)?;
+        // A flushed chain may wait for one sync; still there at the next check, it is stale.
+        let flushed = crate::convergence::flushed_chains(&state);
+        let waited = flushed_before.insert(spec.name.clone(), flushed.clone());
+        let mut allowed = crate::convergence::draining_lines(&ipvs_table(node)?);
+        allowed.extend(
+            flushed
+                .into_iter()
+                .filter(|c| !waited.as_ref().is_some_and(|w| w.contains(c))),
+        );
+        let differences = crate::convergence::differences(&state, &read(&twin)?, &allowed);
         out.extend(
             differences
                 .into_iter()

@@ -818,3 +818,150 @@ fn conntrack_cleanup_deletes_entries_whose_reply_source_is_not_serving() {
         cleanup("10.244.2.53")
     );
 }
+
+/// A kube-proxy-nftables-like script: its table, a verdict map, a chain on a hook, a timed set
+/// and a dynamic one with an element (as a packet would add), written as kube-proxy writes every
+/// sync: the table added and flushed, then everything in it.
+fn nft_programming(extra: &[&str]) -> Programming {
+    let lines: Vec<String> = [
+        "add table ip kube-proxy { comment \"rules for kube-proxy\" ; }",
+        "flush table ip kube-proxy",
+        "add chain ip kube-proxy services",
+        "add chain ip kube-proxy nat-output { type nat hook output priority -100 ; }",
+        "add map ip kube-proxy service-ips { type ipv4_addr . inet_proto . inet_service : verdict ; }",
+        "add set ip kube-proxy static { type ipv4_addr ; flags timeout ; }",
+        "add set ip kube-proxy affinity { type ipv4_addr ; flags dynamic,timeout ; timeout 10800s ; }",
+        "add rule ip kube-proxy nat-output jump services",
+        "add rule ip kube-proxy services ip daddr . meta l4proto . th dport vmap @service-ips",
+        "add element ip kube-proxy static { 10.0.0.3 timeout 1h }",
+        "add element ip kube-proxy affinity { 10.0.0.1 }",
+    ]
+    .iter()
+    .chain(extra)
+    .map(|l| l.to_string())
+    .collect();
+    Programming {
+        nft: kpct::programming::nft::NftScript::new(lines).expect("a valid script"),
+        ..Programming::default()
+    }
+}
+
+#[test]
+fn nft_script_applies_reads_back_and_applies_again_the_same() {
+    let ns = netns("nft");
+    let p = nft_programming(&[]);
+    let report = applier().apply(&ns, "node-a", &p, None).expect("apply");
+    assert!(
+        report.to_string().ends_with("nft [ip kube-proxy] 11 lines"),
+        "{report}"
+    );
+    let state = read(&ns, &p);
+    let tables: Vec<String> = state.nft.keys().map(ToString::to_string).collect();
+    assert_eq!(tables, ["ip kube-proxy"]);
+    let listing = &state.nft.values().next().unwrap();
+    for line in [
+        "comment \"rules for kube-proxy\"",
+        "type nat hook output priority -100; policy accept;",
+        "ip daddr . meta l4proto . th dport vmap @service-ips",
+        // The kernel's spelling of 10800s; the dynamic set's element is the data path's, and
+        // the timed element's countdown is left out.
+        "timeout 3h",
+        "element 10.0.0.3 timeout 1h",
+    ] {
+        assert!(listing.iter().any(|l| l == line), "{line}: {listing:#?}");
+    }
+    assert!(
+        !listing.iter().any(|l| l.contains("10.0.0.1")),
+        "{listing:#?}"
+    );
+    // The readback is the text format again, and a second sync of the same script changes
+    // nothing.
+    let text = state.to_text();
+    kpct::programming::parse_text(&text, "readback").expect("the readback parses");
+    applier()
+        .apply(&ns, "node-a", &p, None)
+        .expect("apply again");
+    assert_eq!(read(&ns, &p), state);
+    let rendered = render_text(&p);
+    assert_eq!(
+        parse_text_with_sources(&rendered, "out")
+            .unwrap()
+            .programming,
+        p
+    );
+}
+
+#[test]
+fn nft_error_names_the_line_and_leaves_the_tables_as_they_were() {
+    let ns = netns("nft-bad");
+    applier()
+        .apply(&ns, "node-a", &nft_programming(&[]), None)
+        .expect("apply");
+    // The same table with other content, then a rule jumping to a chain that does not exist:
+    // one transaction, so nothing of it may stay.
+    let bad = nft_programming(&[
+        "add chain ip kube-proxy more",
+        "add rule ip kube-proxy services jump no-such-chain",
+    ]);
+    let text = render_text(&bad);
+    let parsed = parse_text_with_sources(&text, "proxier.out").unwrap();
+    let line = text
+        .lines()
+        .position(|l| l.contains("no-such-chain"))
+        .unwrap()
+        + 1;
+    let err = fails_and_rolls_back(&ns, &parsed.programming, Some(&parsed.sources), Step::Nft);
+    assert!(
+        err.contains("at nft line 13: `add rule ip kube-proxy services jump no-such-chain`"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("(from proxier.out:{line})")), "{err}");
+    assert!(
+        err.contains("No such file or directory"),
+        "nft's message: {err}"
+    );
+}
+
+#[test]
+fn nft_scripts_that_do_not_name_their_tables_are_refused_at_their_line() {
+    for (text, line, what) in [
+        ("*nft\nadd table ip t\nadd chain t c\nCOMMIT\n", 3, "family"),
+        (
+            "*nft\ninclude \"/etc/nftables.conf\"\nCOMMIT\n",
+            2,
+            "include",
+        ),
+        (
+            "*nft\nadd table ip t\nflush table ip filter\nCOMMIT\n",
+            3,
+            "iptables",
+        ),
+    ] {
+        let e = parse_text_with_sources(text, "out.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with(&format!("out.txt:{line}: ")), "{e}");
+        assert!(e.contains(what), "{e}");
+    }
+}
+
+#[test]
+fn needs_ipvs_a_later_failure_rolls_the_nft_tables_back() {
+    caps::require_ipvs();
+    let ns = netns("nft-ipvs");
+    applier()
+        .apply(&ns, "node-a", &nft_programming(&[]), None)
+        .expect("apply");
+    let mut bad = hand_made_ipvs();
+    bad.nft = nft_programming(&["add chain ip kube-proxy written-then-undone"]).nft;
+    bad.ipvs[1].service.scheduler = "no-such-scheduler".into();
+    let err = fails_and_rolls_back(&ns, &bad, None, Step::Ipvs);
+    assert!(err.contains("no-such-scheduler"), "{err}");
+    // A table the failed apply created is deleted again.
+    let fresh = netns("nft-ipvs-fresh");
+    let mut bad = hand_made_ipvs();
+    bad.nft = nft_programming(&[]).nft;
+    bad.ipvs[1].service.scheduler = "no-such-scheduler".into();
+    fails_and_rolls_back(&fresh, &bad, None, Step::Ipvs);
+    assert!(read(&fresh, &bad).nft.is_empty());
+}

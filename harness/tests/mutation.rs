@@ -192,6 +192,12 @@ async fn a_proxier_pinning_one_backend_fails_every_spreading_scenario_in_iptable
     pinned_proxier_fails_every_spreading_scenario("kube-proxy-iptables").await;
 }
 
+/// Also a `numgen` map missing every endpoint but one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxier_pinning_one_backend_fails_every_spreading_scenario_in_nftables_mode() {
+    pinned_proxier_fails_every_spreading_scenario("kube-proxy-nftables").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn needs_ipvs_a_proxier_pinning_one_backend_fails_every_spreading_scenario() {
     require_ipvs();
@@ -412,6 +418,24 @@ async fn stale_endpoint_chains_fail_the_convergence_check() {
             "{node}: {found:#?}"
         );
     }
+}
+
+/// nftables mode flushes a stale chain in one sync and deletes it in the next: one that never
+/// deletes it is caught at the step after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushed_chains_never_deleted_fail_the_convergence_check_in_nftables_mode() {
+    let found = convergence_violations(
+        "transition-many-updates.yaml",
+        "kube-proxy-nftables",
+        keep_stale_chains,
+    )
+    .await;
+    assert!(
+        found
+            .iter()
+            .any(|v| v.contains("stale nftables `ip kube-proxy › chain endpoint-")),
+        "{found:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

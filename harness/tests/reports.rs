@@ -477,8 +477,8 @@ fn run_selects_lists_and_stops_early() {
     assert!(list.status.success(), "{list:?}");
     assert_eq!(
         String::from_utf8_lossy(&list.stdout),
-        "clusterip-udp\tpod-to-udp-clusterip-cross-node\tkube-proxy-ipvs,kube-proxy-iptables\n\
-         clusterip-udp\tpod-to-udp-clusterip-same-node\tkube-proxy-ipvs,kube-proxy-iptables\n"
+        "clusterip-udp\tpod-to-udp-clusterip-cross-node\tkube-proxy-ipvs,kube-proxy-iptables,kube-proxy-nftables\n\
+         clusterip-udp\tpod-to-udp-clusterip-same-node\tkube-proxy-ipvs,kube-proxy-iptables,kube-proxy-nftables\n"
     );
 
     let dir = std::env::temp_dir().join(format!("kpct-select-{}", std::process::id()));

@@ -247,7 +247,7 @@ const BAD: &[(&str, &str)] = &[
          tests/fixtures/bad/several-problems.yaml:16:7: services[0].spec.clusterIP: `10.96.0.010` is neither an IPv4 address (four decimal numbers 0-255, no leading zeros) nor \"None\"\n\
          tests/fixtures/bad/several-problems.yaml:17:26: services[0].spec.ports[0].protocol: unknown variant `tcp`, expected one of `TCP`, `UDP`, `SCTP`\n\
          tests/fixtures/bad/several-problems.yaml:21:37: probes[0].to.node: unknown node `node-z`\n\
-         tests/fixtures/bad/several-problems.yaml:23:7: probes[0].expectFor.kube-proxy-ipv: unknown proxier `kube-proxy-ipv`: expected a built-in (kube-proxy-ipvs, kube-proxy-iptables) or an `exec:PROGRAM` / `replay:DIRECTORY` label",
+         tests/fixtures/bad/several-problems.yaml:23:7: probes[0].expectFor.kube-proxy-ipv: unknown proxier `kube-proxy-ipv`: expected a built-in (kube-proxy-ipvs, kube-proxy-iptables, kube-proxy-nftables) or an `exec:PROGRAM` / `replay:DIRECTORY` label",
     ),
     (
         "proxier-options.yaml",
@@ -488,7 +488,8 @@ fn expect_for_names_only_the_proxiers_of_the_run() {
     assert!(
         err.ends_with(
             "probes[0].expectFor.exec:./my-proxier: `exec:./my-proxier` is not a proxier of \
-             this run (built-ins: kube-proxy-ipvs, kube-proxy-iptables; --proxier: exec:./my-proxy)"
+             this run (built-ins: kube-proxy-ipvs, kube-proxy-iptables, kube-proxy-nftables; \
+             --proxier: exec:./my-proxy)"
         ),
         "{err}"
     );

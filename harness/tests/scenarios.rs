@@ -1,4 +1,4 @@
-//! Every scenario in `scenarios/` against both reference proxiers, in real namespaces: the
+//! Every scenario in `scenarios/` against the three reference proxiers, in real namespaces: the
 //! declared expectations must hold, and the observation must match its golden snapshot in
 //! `harness/snapshots/` (`<scenario>@<proxier>.snap`). Dropping a YAML file into `scenarios/` adds a
 //! case here; see the README for the review flow.

@@ -75,6 +75,7 @@ pub enum Step {
     KubeIpvs0,
     Ipsets,
     Iptables,
+    Nft,
     Ipvs,
     Conntrack,
 }
@@ -86,6 +87,7 @@ impl fmt::Display for Step {
             Step::KubeIpvs0 => "kube-ipvs0",
             Step::Ipsets => "ipset restore",
             Step::Iptables => "iptables-restore",
+            Step::Nft => "nft -f",
             Step::Ipvs => "IPVS",
             Step::Conntrack => "conntrack cleanup",
         })
@@ -107,6 +109,9 @@ pub struct AppliedReport {
     pub rules: usize,
     pub services: usize,
     pub destinations: usize,
+    /// The tables the `*nft` script wrote, and its length in lines.
+    pub nft_tables: Vec<super::nft::NftTable>,
+    pub nft_lines: usize,
     /// Conntrack entries the cleanup deleted.
     pub conntrack_deleted: usize,
     /// How long recording the pre-apply state (for rollback) took.
@@ -132,7 +137,12 @@ impl fmt::Display for AppliedReport {
             self.rules,
             self.services,
             self.destinations
-        )
+        )?;
+        if !self.nft_tables.is_empty() {
+            let tables: Vec<String> = self.nft_tables.iter().map(ToString::to_string).collect();
+            write!(f, ", nft [{}] {} lines", tables.join(","), self.nft_lines)?;
+        }
+        Ok(())
     }
 }
 
@@ -255,17 +265,20 @@ impl Applier {
             rules: 0,
             services: 0,
             destinations: 0,
+            nft_tables: Vec::new(),
+            nft_lines: 0,
             conntrack_deleted: 0,
             snapshot_time,
             step_times: Vec::new(),
         };
         let mut started = Vec::new();
         let result = (|| -> Result<(), (Step, StepError)> {
-            let steps: [(Step, bool); 6] = [
+            let steps: [(Step, bool); 7] = [
                 (Step::Sysctls, !p.sysctls.is_empty()),
                 (Step::KubeIpvs0, !p.ipvs_addresses.is_empty()),
                 (Step::Ipsets, !p.ipsets.is_empty()),
                 (Step::Iptables, !p.iptables.is_empty()),
+                (Step::Nft, !p.nft.is_empty()),
                 (
                     Step::Ipvs,
                     !p.ipvs.is_empty()
@@ -287,6 +300,7 @@ impl Applier {
                         .map(|kind| report.device_kind = Some(kind)),
                     Step::Ipsets => apply_ipsets(ns, p),
                     Step::Iptables => self.apply_iptables(ns, p, &before),
+                    Step::Nft => apply_nft(ns, p),
                     Step::Ipvs => apply_ipvs(ns, p),
                     Step::Conntrack => apply_conntrack(ns, p).map(|n| report.conntrack_deleted = n),
                 };
@@ -307,6 +321,8 @@ impl Applier {
         report.rules = p.iptables.values().map(|t| t.rules.len()).sum();
         report.services = p.ipvs.len();
         report.destinations = p.ipvs.iter().map(|v| v.destinations.len()).sum();
+        report.nft_tables = p.nft.tables.clone();
+        report.nft_lines = p.nft.lines.len();
         Ok(report)
     }
 
@@ -492,6 +508,42 @@ fn rule_naming(
                 && text.split_whitespace().any(|w| names.contains(&w))
         })
         .map(|i| i + 1)
+}
+
+/// One `nft -f` transaction: all of the script or none of it. nft names the failing line
+/// (`/dev/stdin:LINE:COLUMNS: Error: …`).
+fn apply_nft(ns: &Netns, p: &Programming) -> Result<(), StepError> {
+    tools::run(ns, "nft", &["-f", "-"], Some(&p.nft.text())).map_err(|e| {
+        let located: Vec<(usize, &str)> = e
+            .stderr
+            .lines()
+            .filter_map(|l| {
+                let rest = l.strip_prefix("/dev/stdin:")?;
+                let (line, rest) = rest.split_once(':')?;
+                let message = rest.split_once(": ").map_or(rest, |(_, m)| m);
+                Some((line.parse().ok()?, message))
+            })
+            .collect();
+        let Some(&(n, _)) = located
+            .first()
+            .filter(|(n, _)| (1..=p.nft.lines.len()).contains(n))
+        else {
+            return StepError::plain(e.to_string());
+        };
+        StepError {
+            input: Some(format!(
+                "nft line {n}: `{}`",
+                crate::quote::quote(&p.nft.lines[n - 1])
+            )),
+            item: Some(Item::NftLine { index: n - 1 }),
+            message: located
+                .iter()
+                .map(|(_, m)| m.trim())
+                .collect::<Vec<_>>()
+                .join("; "),
+        }
+    })?;
+    Ok(())
 }
 
 fn apply_sysctls(ns: &Netns, p: &Programming) -> Result<(), StepError> {

@@ -14,6 +14,7 @@
 
 use super::kube_ipvs0::{self, DeviceError, DeviceState};
 use super::model::pruned_by;
+use super::nft::NftTable;
 use super::rule_key::rule_key;
 use super::text::{render_destination_line, render_service_line, render_timeouts};
 use super::tools::{self, IptablesBackend, ToolError};
@@ -82,6 +83,9 @@ pub struct EffectiveState {
     pub kube_ipvs0: Option<DeviceState>,
     /// Requested sysctls; `None` for one that does not exist in this kernel.
     pub sysctls: BTreeMap<String, Option<String>>,
+    /// Every nftables table iptables does not own, as `nft -s list table` prints it, normalised
+    /// ([`super::nft::normalize_listing`]).
+    pub nft: BTreeMap<NftTable, Vec<String>>,
 }
 
 /// Reading some part of the state failed.
@@ -97,6 +101,8 @@ pub enum ReadError {
     },
     #[error("reading kube-ipvs0: {0}")]
     Device(#[from] DeviceError),
+    #[error("reading nftables state: {0}")]
+    Nft(#[from] super::nft::NftError),
 }
 
 /// Reads the effective state of `ns`.
@@ -114,6 +120,7 @@ pub fn effective_state(ns: &Netns, opts: &ReadOptions) -> Result<EffectiveState,
         ipvs: read_ipvs(ns)?,
         kube_ipvs0: kube_ipvs0::read(ns)?,
         sysctls,
+        nft: super::nft::read_tables(ns)?,
     })
 }
 
@@ -410,6 +417,8 @@ fn entry_key(entry: &str) -> String {
 
 impl EffectiveState {
     /// Everything of `p` that is not in this state; empty when the kernel holds all of it.
+    /// An `*nft` script is not compared line by line: nft applies it as one transaction, so a
+    /// script that applied is held whole (the convergence check compares the tables).
     pub fn diff_against(&self, p: &Programming) -> Vec<Missing> {
         let mut missing = Vec::new();
         self.diff_iptables(p, &mut missing);
@@ -673,6 +682,13 @@ impl fmt::Display for EffectiveState {
                 out.push_str(&ipvs.save);
                 out.push_str("COMMIT\n");
             }
+        }
+        if !self.nft.is_empty() {
+            out.push_str("*nft\n");
+            for line in self.nft.values().flatten() {
+                let _ = writeln!(out, "{line}");
+            }
+            out.push_str("COMMIT\n");
         }
         f.write_str(&out)
     }

@@ -3,6 +3,7 @@ pub use model::*;
 pub mod apply;
 pub mod effective;
 pub mod kube_ipvs0;
+pub mod nft;
 mod rollback;
 pub(crate) mod rule_key;
 pub mod source;

@@ -172,6 +172,9 @@ pub struct Programming {
     /// address lies in one of these CIDRs, as IPVS mode's `cleanLegacyService` does on every
     /// sync. `None` leaves other services alone.
     pub ipvs_delete_others: Option<Vec<Ipv4Cidr>>,
+    /// An `nft -f` script, applied as one transaction after the iptables rules (kube-proxy's
+    /// nftables mode writes all its state this way).
+    pub nft: super::nft::NftScript,
     /// Conntrack entries to delete once everything else is written (last, since deleted
     /// entries cannot be put back).
     pub conntrack_cleanup: Vec<ConntrackCleanup>,

@@ -2,6 +2,7 @@
 
 use super::apply::{open_ipvs, Step, StepError};
 use super::kube_ipvs0::{self, DeviceState};
+use super::nft::{self, NftTable};
 use super::tools::{self, IptablesBackend};
 use super::{builtin_chains, Programming, Table};
 use crate::netns::Netns;
@@ -19,6 +20,8 @@ pub(super) struct Before {
     pub(super) ipvs: Vec<(Service, Vec<Destination>)>,
     /// Recorded only when the programming sets timeouts.
     pub(super) ipvs_timeouts: Option<Timeouts>,
+    /// Each table the `*nft` script names, as `nft list table` printed it (`None`: absent).
+    pub(super) nft_tables: Vec<(NftTable, Option<String>)>,
 }
 
 /// Records what `p` is about to touch.
@@ -74,6 +77,15 @@ pub(super) fn record(
             tools::run(ns, backend.save(), &["-c"], None).map_err(tool(Step::Iptables))?
         };
     }
+    for table in &p.nft.tables {
+        let saved = nft::save_table(ns, table).map_err(|e| {
+            (
+                Step::Nft,
+                StepError::plain(format!("saving the state before applying: {e}")),
+            )
+        })?;
+        before.nft_tables.push((table.clone(), saved));
+    }
     // The IPVS step puts the whole table back, so it is recorded whenever the step runs.
     if !p.ipvs.is_empty() || p.ipvs_timeouts.is_some() || p.ipvs_delete_others.is_some() {
         let mut handle = open_ipvs(ns).map_err(|e| (Step::Ipvs, e))?;
@@ -120,6 +132,7 @@ pub(super) fn roll_back(
             Step::Conntrack => Ok(()),
             Step::Ipvs => roll_back_ipvs(ns, before),
             Step::Iptables => roll_back_iptables(ns, p, before, backend),
+            Step::Nft => roll_back_nft(ns, before),
             Step::Ipsets => roll_back_ipsets(ns, p, before),
             Step::KubeIpvs0 => match &before.device {
                 None => kube_ipvs0::remove(ns).map_err(|e| e.to_string()),
@@ -204,6 +217,28 @@ pub(super) fn save_section(save: &str, table: Table) -> Option<String> {
         }
     }
     None
+}
+
+/// Each table the script names goes back to its listing from before, in one transaction (a
+/// table that did not exist is deleted).
+fn roll_back_nft(ns: &Netns, before: &Before) -> Result<(), String> {
+    let present = nft::list_tables(ns).map_err(|e| e.to_string())?;
+    let mut script = String::new();
+    for (table, saved) in &before.nft_tables {
+        if present.contains(table) {
+            script.push_str(&format!("delete table {table}\n"));
+        }
+        if let Some(saved) = saved {
+            script.push_str(saved);
+            script.push('\n');
+        }
+    }
+    if script.is_empty() {
+        return Ok(());
+    }
+    tools::run(ns, "nft", &["-f", "-"], Some(&script))
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 fn roll_back_ipsets(ns: &Netns, p: &Programming, before: &Before) -> Result<(), String> {

@@ -21,17 +21,43 @@ impl fmt::Display for Origin {
 /// One addressable item of a `Programming`, by position.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Item {
-    Chain { table: Table, index: usize },
-    Rule { table: Table, index: usize },
-    Set { set: usize },
-    SetEntry { set: usize, entry: usize },
-    Service { service: usize },
-    Destination { service: usize, destination: usize },
-    Address { index: usize },
-    Sysctl { key: String },
+    Chain {
+        table: Table,
+        index: usize,
+    },
+    Rule {
+        table: Table,
+        index: usize,
+    },
+    Set {
+        set: usize,
+    },
+    SetEntry {
+        set: usize,
+        entry: usize,
+    },
+    Service {
+        service: usize,
+    },
+    Destination {
+        service: usize,
+        destination: usize,
+    },
+    Address {
+        index: usize,
+    },
+    Sysctl {
+        key: String,
+    },
     IpvsTimeouts,
     IpvsDeleteOthers,
-    ConntrackCleanup { index: usize },
+    ConntrackCleanup {
+        index: usize,
+    },
+    /// A line of the `*nft` script, 0-based.
+    NftLine {
+        index: usize,
+    },
 }
 
 /// Item -> origin. Items without an entry were not read from text (e.g. built in Rust).

@@ -30,6 +30,12 @@
 //! -A -t 10.96.0.1:443 -s rr
 //! -a -t 10.96.0.1:443 -r 192.168.1.10:6443 -m -w 1
 //! COMMIT
+//! # An `nft -f` script (kube-proxy's nftables mode), applied as one transaction. Every
+//! # command names its table with a family; `include` is refused.
+//! *nft
+//! add table ip kube-proxy { comment "rules for kube-proxy" ; }
+//! add chain ip kube-proxy services
+//! COMMIT
 //! # Conntrack entries deleted after everything else is applied: those to the original
 //! # destination (any address without --orig-dst) and port whose reply source is none of the
 //! # --reply-src-not addresses (kube-proxy's stale UDP cleanup).
@@ -54,6 +60,7 @@
 //! Errors read `ORIGIN:LINE: what is wrong`, ORIGIN being the file name or e.g.
 //! `exec:./proxier.sh stdout`.
 
+use super::nft::NftScript;
 use super::source::{Item, Origin, SourceMap};
 use super::{
     ChainDecl, ConntrackCleanup, IpSet, IpSetType, Programming, RestoreMode, Table, TableRules,
@@ -92,11 +99,12 @@ pub enum Section {
     Ipvs,
     Addresses,
     Sysctl,
+    Nft,
     Conntrack,
 }
 
 impl Section {
-    pub const ALL: [Section; 9] = [
+    pub const ALL: [Section; 10] = [
         Section::Sysctl,
         Section::Addresses,
         Section::Ipset,
@@ -104,6 +112,7 @@ impl Section {
         Section::Table(Table::Mangle),
         Section::Table(Table::Nat),
         Section::Table(Table::Filter),
+        Section::Nft,
         Section::Ipvs,
         Section::Conntrack,
     ];
@@ -115,6 +124,7 @@ impl Section {
             Section::Ipvs => "ipvs",
             Section::Addresses => "addresses",
             Section::Sysctl => "sysctl",
+            Section::Nft => "nft",
             Section::Conntrack => "conntrack",
         }
     }
@@ -263,6 +273,7 @@ fn parse_body(
         Section::Sysctl => {
             out.programming.sysctls = parse_sysctl_body(body, origin, &mut out.sources)?
         }
+        Section::Nft => out.programming.nft = parse_nft_body(body, origin, &mut out.sources)?,
         Section::Conntrack => {
             out.programming.conntrack_cleanup =
                 parse_conntrack_body(body, origin, &mut out.sources)?
@@ -342,6 +353,28 @@ fn parse_table_body(
         }
     }
     Ok(rules)
+}
+
+/// An `*nft` section: the script as written, each line traced to its origin; the first line
+/// that names no table is the error.
+fn parse_nft_body(
+    body: &[Line],
+    origin: &str,
+    sources: &mut SourceMap,
+) -> Result<NftScript, TextError> {
+    let script =
+        NftScript::new(body.iter().map(|(_, l)| l.to_string()).collect()).map_err(|problems| {
+            let first = &problems[0];
+            TextError {
+                origin: origin.to_string(),
+                line: body.get(first.index).map_or(0, |(n, _)| *n),
+                message: first.message.clone(),
+            }
+        })?;
+    for (index, (lineno, _)) in body.iter().enumerate() {
+        sources.insert(Item::NftLine { index }, at(origin, *lineno));
+    }
+    Ok(script)
 }
 
 fn is_counters(s: &str) -> bool {
@@ -841,6 +874,11 @@ pub fn render_text(p: &Programming) -> String {
             let _ = writeln!(out, "{}", render_delete_others(keep));
         }
         out.push_str(&render_ipvs(&p.ipvs));
+        out.push_str("COMMIT\n");
+    }
+    if !p.nft.is_empty() {
+        out.push_str("*nft\n");
+        out.push_str(&p.nft.text());
         out.push_str("COMMIT\n");
     }
     if !p.conntrack_cleanup.is_empty() {

@@ -8,8 +8,10 @@ mod endpoints;
 pub mod exec;
 pub mod kube_proxy_iptables;
 pub mod kube_proxy_ipvs;
+pub mod kube_proxy_nftables;
 mod node_port_addresses;
 pub mod replay;
+mod sha256_base32;
 
 use crate::cluster::{ClusterState, NodeContext};
 use crate::programming::{Programming, Table};
@@ -26,6 +28,9 @@ pub struct Resync<'a> {
     /// The chains each iptables table of the node holds now: what kube-proxy reads with
     /// `iptables-save` to find stale chains.
     pub existing_chains: &'a BTreeMap<Table, BTreeSet<String>>,
+    /// The node's nftables tables (other than iptables-nft's), as read back: what nftables mode
+    /// lists (`nftables.List`) to find stale chains and affinity sets.
+    pub nft: &'a BTreeMap<crate::programming::nft::NftTable, Vec<String>>,
     /// The node's IPVS table with each real server's connection counts (what IPVS mode reads
     /// with `GetRealServers`); empty when the kernel has no IPVS.
     pub ipvs: &'a [ipvs_genl::TableEntry],
@@ -84,12 +89,17 @@ pub fn builtin(name: &str) -> Option<Box<dyn Proxier>> {
     match name {
         "kube-proxy-ipvs" => Some(Box::new(kube_proxy_ipvs::KubeProxyIpvs)),
         "kube-proxy-iptables" => Some(Box::new(kube_proxy_iptables::KubeProxyIptables)),
+        "kube-proxy-nftables" => Some(Box::new(kube_proxy_nftables::KubeProxyNftables)),
         _ => None,
     }
 }
 
 /// Names accepted by [`builtin`].
-pub const BUILTIN: [&str; 2] = ["kube-proxy-ipvs", "kube-proxy-iptables"];
+pub const BUILTIN: [&str; 3] = [
+    "kube-proxy-ipvs",
+    "kube-proxy-iptables",
+    "kube-proxy-nftables",
+];
 
 /// Whether the proxier `spec` names needs IP_VS in the kernel, decided from what it is, not
 /// from its spelling: the IPVS built-in, or a `replay:` capture that holds IPVS services. An

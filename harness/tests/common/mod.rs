@@ -108,6 +108,27 @@ pub fn pin_one_backend(p: &mut Programming) -> anyhow::Result<()> {
     for vs in &mut p.ipvs {
         vs.destinations.truncate(1);
     }
+    // nftables: `numgen random mod N vmap { 0 : goto A , 1 : goto B }` keeps only A.
+    if !p.nft.is_empty() {
+        let lines = p
+            .nft
+            .lines
+            .iter()
+            .map(|l| match l.split_once(" numgen random mod ") {
+                Some((head, rest)) => {
+                    let first = rest
+                        .split_once("vmap { ")
+                        .and_then(|(_, m)| m.split([',', '}']).next())
+                        .unwrap_or_default()
+                        .trim();
+                    format!("{head} numgen random mod 1 vmap {{ {first} }}")
+                }
+                None => l.clone(),
+            })
+            .collect();
+        p.nft =
+            kpct::programming::nft::NftScript::new(lines).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    }
     Ok(())
 }
 
@@ -184,6 +205,18 @@ pub fn keep_stale_chains(p: &mut Programming) -> anyhow::Result<()> {
         let deleted: Vec<String> = rules.deleted_chains().map(str::to_string).collect();
         rules.rules.retain(|r| !r.starts_with("-X "));
         rules.chains.retain(|c| !deleted.contains(&c.name));
+    }
+    // nftables: the chains flushed by the previous sync are never deleted.
+    if !p.nft.is_empty() {
+        let lines = p
+            .nft
+            .lines
+            .iter()
+            .filter(|l| !(l.starts_with("delete chain ") && l.contains('/')))
+            .cloned()
+            .collect();
+        p.nft =
+            kpct::programming::nft::NftScript::new(lines).map_err(|e| anyhow::anyhow!("{e:?}"))?;
     }
     Ok(())
 }

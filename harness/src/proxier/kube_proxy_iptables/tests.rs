@@ -1,10 +1,11 @@
 //! Tests for the iptables-mode reference proxier. Expectations come from
 //! pkg/proxy/iptables/proxier_test.go (v1.32) where it has them.
 
-use super::names::{base32_std, endpoint_chain, ServiceChains};
+use super::names::{endpoint_chain, ServiceChains};
 use super::service::probability;
 use super::*;
 use crate::cluster::{EndpointInfo, ServicePortInfo};
+use crate::proxier::sha256_base32::base32_std;
 use crate::scenario::{Protocol, ProxierOptions, ServiceType};
 use std::net::Ipv4Addr;
 
@@ -1159,6 +1160,7 @@ fn a_partial_sync_writes_only_changed_services_and_deletes_stale_chains() {
                     step: "s",
                     previous,
                     existing_chains: &existing,
+                    nft: &Default::default(),
                     ipvs: &[],
                 },
                 &after,

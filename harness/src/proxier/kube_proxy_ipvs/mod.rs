@@ -243,7 +243,7 @@ fn sync_proxy_rules(cfg: &Config, cluster: &ClusterState, node: &NodeContext) ->
         // syncProxyRules ends with `cleanLegacyService`: every IPVS service of this family it
         // did not program goes, unless `isIPInExcludeCIDRs`.
         ipvs_delete_others: Some(cluster.options.ipvs_exclude_cidrs.clone()),
-        conntrack_cleanup: Vec::new(),
+        ..Programming::default()
     }
 }
 
