@@ -12,6 +12,8 @@ pub mod kube_proxy_nftables;
 mod node_port_addresses;
 pub mod replay;
 mod sha256_base32;
+#[cfg(test)]
+mod test_cluster;
 
 use crate::cluster::{ClusterState, NodeContext};
 use crate::programming::{Programming, Table};
