@@ -6,8 +6,8 @@ mod common;
 
 use common::{
     block_health_checks, drop_invalid_rule, drop_postrouting_masquerade, drop_sctp,
-    keep_stale_chains, keep_stale_virtual_servers, no_graceful_termination, pin_one_backend,
-    skip_conntrack_cleanup, Mutated,
+    keep_stale_chains, keep_stale_virtual_servers, nft_drop_invalid, no_cluster_ips_reject,
+    no_graceful_termination, pin_one_backend, skip_conntrack_cleanup, Mutated,
 };
 use kpct::caps::require_ipvs;
 use kpct::probe::probe_timeout;
@@ -484,6 +484,64 @@ async fn forwarding_invalid_packets_is_caught() {
         drop_invalid_rule,
         &["invalid-packet/out-of-state-syn-from-backend"],
         "expected outcome dropped",
+    )
+    .await;
+}
+
+/// nftables mode rejects ports and protocols a live ClusterIP does not serve; without the
+/// `cluster-ips-check` reject they are lost instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_undefined_cluster_ip_ports_is_caught_in_nftables_mode() {
+    mutation_is_caught(
+        "clusterip-undefined-port.yaml",
+        "kube-proxy-nftables",
+        no_cluster_ips_reject,
+        &["undefined-port", "udp-to-tcp-only-port"],
+        "expected outcome rejected",
+    )
+    .await;
+}
+
+/// nftables mode serves NodePorts on the primary node address only by default; one that serves
+/// every address (iptables mode's default) is caught on the secondary one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serving_node_ports_on_every_address_is_caught_in_nftables_mode() {
+    let every = OptionIgnored {
+        inner: "kube-proxy-nftables",
+        ignore: |o| {
+            o.node_port_addresses = vec![scenario::NodePortAddress::Cidr(
+                "0.0.0.0/0".parse().expect("a CIDR"),
+            )]
+        },
+    };
+    let path = format!(
+        "{}/../scenarios/nodeport-secondary-ip.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
+    let run = kpct::run::run_scenario(&s, &every, probe_timeout())
+        .await
+        .expect("run");
+    assert!(
+        run.violations
+            .iter()
+            .any(|v| v.contains("probe `external-to-node-a-secondary`")
+                && v.contains("expected outcome rejected")),
+        "{:#?}",
+        run.violations
+    );
+}
+
+/// nftables mode forwards an INVALID packet as upstream does (no `ct state invalid drop`); the
+/// scenario's expectation for it fails for one that drops it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_invalid_packets_is_caught_in_nftables_mode() {
+    mutation_is_caught(
+        "transition-invalid-dropped.yaml",
+        "kube-proxy-nftables",
+        nft_drop_invalid,
+        &["invalid-packet/out-of-state-syn-from-backend"],
+        "expected every one of [client] to be reached",
     )
     .await;
 }

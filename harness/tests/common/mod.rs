@@ -252,3 +252,34 @@ pub fn drop_invalid_rule(p: &mut Programming) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// Rewrites an nftables programming's script line by line (`None` drops a line), then appends
+/// `extra` lines.
+fn rewrite_nft(
+    p: &mut Programming,
+    edit: impl Fn(&str) -> Option<String>,
+    extra: &[&str],
+) -> anyhow::Result<()> {
+    let mut lines: Vec<String> = p.nft.lines.iter().filter_map(|l| edit(l)).collect();
+    lines.extend(extra.iter().map(|l| l.to_string()));
+    p.nft = kpct::programming::nft::NftScript::new(lines).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    Ok(())
+}
+
+/// nftables mode without `cluster-ips-check`'s reject of undefined ClusterIP ports.
+pub fn no_cluster_ips_reject(p: &mut Programming) -> anyhow::Result<()> {
+    rewrite_nft(
+        p,
+        |l| (!l.contains("ip daddr @cluster-ips reject")).then(|| l.to_string()),
+        &[],
+    )
+}
+
+/// nftables mode with iptables mode's drop of packets conntrack finds INVALID.
+pub fn nft_drop_invalid(p: &mut Programming) -> anyhow::Result<()> {
+    rewrite_nft(
+        p,
+        |l| Some(l.to_string()),
+        &["add rule ip kube-proxy filter-forward ct state invalid drop"],
+    )
+}
