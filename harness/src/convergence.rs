@@ -94,7 +94,7 @@ pub fn flushed_chains(state: &EffectiveState) -> Vec<String> {
     let mut out = Vec::new();
     for (table, listing) in &state.nft {
         for block in crate::programming::nft::blocks(listing) {
-            if block.kind == "chain" && block.lines == 0 && block.name.contains('/') {
+            if block.kind == "chain" && block.lines.is_empty() && block.name.contains('/') {
                 out.push(format!("{table} › chain {}", block.name));
             }
         }

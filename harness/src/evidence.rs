@@ -52,6 +52,8 @@ pub struct NodeEvidence {
     pub iptables: String,
     /// ipset excerpt, `ipset save` syntax (empty: no set holds a target).
     pub ipsets: String,
+    /// nftables excerpt, `nft list` syntax (empty: no element names a target).
+    pub nft: String,
     /// `ipvsadm -Ln` of the targets' virtual services; `None` when the node has no IPVS
     /// service at all (or the kernel no IPVS).
     pub ipvs: Option<String>,
@@ -155,6 +157,7 @@ impl<'a> Collector<'a> {
                     }
                 };
                 ev.ipsets = excerpt::ipset_excerpt(&eff.ipsets, targets);
+                ev.nft = excerpt::nft_excerpt(&eff.nft, targets);
                 ev.kube_ipvs0 = eff
                     .kube_ipvs0
                     .as_ref()

@@ -137,9 +137,18 @@ fn existing_all(prefix: &str) -> Result<Vec<String>> {
 
 /// How to get into the lab, with the troubleshooting commands of the design notes.
 /// The design notes' troubleshooting commands that fit what `proxier` programs: IPVS mode's
-/// virtual servers, ipsets and kube-ipvs0, or iptables mode's chains.
+/// virtual servers, ipsets and kube-ipvs0, nftables mode's table and verdict maps, or iptables
+/// mode's chains.
 pub fn troubleshooting(proxier: &str) -> &'static [&'static str] {
-    if crate::proxier::needs_ipvs(proxier) {
+    if proxier == "kube-proxy-nftables" {
+        &[
+            "nft list table ip kube-proxy",
+            "nft list map ip kube-proxy service-ips",
+            "nft list map ip kube-proxy service-nodeports",
+            "nft list chain ip kube-proxy masquerading",
+            "conntrack -L",
+        ]
+    } else if crate::proxier::needs_ipvs(proxier) {
         &[
             "ipvsadm -Ln",
             "iptables -t nat -L KUBE-SERVICES -n -v",

@@ -2,6 +2,7 @@
 //! asserted, only that every step ran and every timed connection reached a backend.
 
 use kpct::bench::{scale, ScaleOptions, SuiteOptions};
+use kpct::programming::tools::IptablesBackend;
 use kpct::proxier::builtin;
 use std::time::Duration;
 
@@ -14,10 +15,10 @@ fn small() -> ScaleOptions {
     }
 }
 
-async fn scale_small(proxier: &str) {
+async fn scale_small(proxier: &str, backend: IptablesBackend) {
     let p = builtin(proxier).expect("built-in");
     let opts = small();
-    let run = scale::run_one(p.as_ref(), 10, &opts)
+    let run = scale::run_one(p.as_ref(), 10, &opts, backend)
         .await
         .expect("bench scale runs");
     let rendered = scale::render(std::slice::from_ref(&run), &opts);
@@ -39,16 +40,38 @@ async fn scale_small(proxier: &str) {
         assert!(!t.reached.is_empty());
     }
     assert!(rendered.contains(proxier), "{rendered}");
+    // The apply step that wrote this proxier's rules is timed in its own column.
+    let step = match proxier {
+        "kube-proxy-nftables" => kpct::programming::Step::Nft,
+        _ => kpct::programming::Step::Iptables,
+    };
+    assert!(
+        run.nodes
+            .iter()
+            .all(|n| n.steps.iter().any(|(s, _)| *s == step)),
+        "{rendered}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_scale_small_iptables() {
-    scale_small("kube-proxy-iptables").await;
+    scale_small("kube-proxy-iptables", IptablesBackend::Nft).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_scale_small_iptables_legacy() {
+    scale_small("kube-proxy-iptables", IptablesBackend::Legacy).await;
+}
+
+/// The nftables proxier's apply time shows in its own column.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_scale_small_nftables() {
+    scale_small("kube-proxy-nftables", IptablesBackend::Nft).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn needs_ipvs_bench_scale_small() {
-    scale_small("kube-proxy-ipvs").await;
+    scale_small("kube-proxy-ipvs", IptablesBackend::Nft).await;
 }
 
 #[test]

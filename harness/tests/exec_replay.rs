@@ -10,6 +10,7 @@ use kpct::programming::{
 };
 use kpct::proxier::exec::{input_for, ExecError, ExecOutcome, ExecProxier};
 use kpct::proxier::kube_proxy_iptables::KubeProxyIptables;
+use kpct::proxier::kube_proxy_nftables::KubeProxyNftables;
 use kpct::proxier::replay::{self, Replay};
 use kpct::proxier::Proxier;
 use kpct::topology::naming::RunPrefix;
@@ -232,6 +233,58 @@ fn replay_of_a_kube_proxy_iptables_node_reproduces_it() {
         replayed, live_state,
         "replayed:\n{replayed}\nlive:\n{live_state}"
     );
+}
+
+/// An nftables-mode node captured (`nft list ruleset`, beside iptables-nft's own tables) and
+/// replayed into a fresh namespace holds the same tables; replayed over a node holding other
+/// nftables tables, it replaces them.
+#[test]
+fn replay_of_a_kube_proxy_nftables_node_reproduces_it() {
+    let (cluster, node) = scenario();
+    let p = KubeProxyNftables.program(&cluster, &node).expect("program");
+    let live = netns("live-nft");
+    applier()
+        .apply(&live, "node-a", &p, None)
+        .expect("apply reference programming");
+    // An iptables-nft table beside it, which the nft capture must leave to iptables-save.
+    let iptables = kpct::programming::parse_text(
+        "*filter\n:KPCT-X - [0:0]\n-A KPCT-X -j ACCEPT\nCOMMIT\n",
+        "inline",
+    )
+    .unwrap();
+    applier()
+        .apply(&live, "node-a", &iptables, None)
+        .expect("apply iptables");
+    let live_state = read(&live, &ReadOptions::default());
+    assert!(!live_state.nft.is_empty());
+
+    let dir = scratch_dir("replay-nft");
+    replay::capture(&live, "node-a", &dir, Default::default()).expect("capture");
+    let ruleset = std::fs::read_to_string(dir.join("node-a").join(replay::NFT_FILE)).unwrap();
+    assert!(ruleset.contains("table ip kube-proxy {"), "{ruleset}");
+    let fresh = netns("fresh-nft");
+    let (report, replayed) = Replay::new(&dir)
+        .sync_node(&fresh, "node-a", &applier())
+        .expect("replay");
+    assert!(report.nft_lines > 0, "{report}");
+    assert_eq!(
+        replayed.nft, live_state.nft,
+        "replayed:\n{replayed}\nlive:\n{live_state}"
+    );
+    assert_eq!(replayed.iptables, live_state.iptables);
+
+    // Over a node holding another table of its own, the capture replaces the node's tables.
+    let other = netns("other-nft");
+    let stray =
+        kpct::programming::parse_text("*nft\nadd table ip stray\nCOMMIT\n", "inline").unwrap();
+    applier()
+        .apply(&other, "node-a", &stray, None)
+        .expect("stray");
+    let (_, replaced) = Replay::new(&dir)
+        .sync_node_replacing(&other, "node-a", &applier())
+        .expect("replay over it");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(replaced.nft, live_state.nft);
 }
 
 #[test]
@@ -516,7 +569,7 @@ fn replay_refuses_a_missing_directory_and_an_empty_node() {
         err.unwrap_or_default(),
         format!(
             "no capture for node node-a: {}/node-a holds none of the capture files \
-             (iptables-save, ipset-save, ipvsadm-Sn, kube-ipvs0, sysctl)",
+             (iptables-save, ipset-save, ipvsadm-Sn, kube-ipvs0, sysctl, nft-ruleset)",
             dir.display()
         )
     );

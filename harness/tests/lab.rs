@@ -95,6 +95,18 @@ async fn up_check_down(proxier: &str, check: &[(&[&str], &str)]) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lab_with_nftables_proxier_answers_troubleshooting_commands() {
+    up_check_down(
+        "kube-proxy-nftables",
+        &[(
+            &["nft", "list", "map", "ip", "kube-proxy", "service-ips"],
+            "10.96.123.45 . tcp . 80 : goto service-",
+        )],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lab_with_iptables_proxier_answers_troubleshooting_commands() {
     up_check_down(
         "kube-proxy-iptables",

@@ -189,6 +189,40 @@ fn trace_shows_the_iptables_nodeport_chain_walk() {
     assert!(text.contains("sport=21000 dport=30080"), "{text}");
 }
 
+/// nftables mode is traced with `nft monitor trace`: its base chains, the verdict maps' gotos,
+/// the endpoint chain's DNAT and the masquerade, in order.
+#[test]
+fn trace_shows_the_nftables_nodeport_chain_walk() {
+    let trace = trace(
+        "rke2-ipvs-node.yaml",
+        "external-to-nodeport",
+        "kube-proxy-nftables",
+    );
+    let path = request_path(&trace, "node-a");
+    assert_in_order(
+        &trace,
+        &path,
+        &[
+            "kube-proxy:filter-prerouting-pre-dnat",
+            "kube-proxy:firewall-check",
+            "kube-proxy:nat-prerouting",
+            "kube-proxy:services",
+            "kube-proxy:external-",
+            "kube-proxy:mark-for-masquerade [meta mark set meta mark | 0x00004000]",
+            "kube-proxy:service-",
+            "[dnat to 10.244.1.1",
+            "kube-proxy:filter-forward",
+            "kube-proxy:masquerading [meta mark set meta mark ^ 0x00004000] [masquerade fully-random]",
+        ],
+    );
+    let text = trace.to_string();
+    assert!(text.contains("outcome: Delivered to web-"), "{text}");
+    assert!(
+        !text.contains("kpct-trace"),
+        "the tracer's own rules are left out: {text}"
+    );
+}
+
 #[test]
 fn trace_names_the_probes_of_a_scenario_when_one_is_unknown() {
     let err = try_trace(

@@ -17,6 +17,7 @@
 use super::{human, median, percentile};
 use crate::backends::Backends;
 use crate::probe;
+use crate::programming::tools::IptablesBackend;
 use crate::programming::{self, Programming, Step};
 use crate::proxier::Proxier;
 use crate::scenario::{
@@ -53,6 +54,8 @@ pub struct ScaleOptions {
     /// Connections timed per probed service.
     pub probes: usize,
     pub probe_timeout: Duration,
+    /// The iptables flavours a proxier that writes iptables is run with, each in turn.
+    pub iptables_backends: Vec<IptablesBackend>,
 }
 
 impl Default for ScaleOptions {
@@ -64,6 +67,7 @@ impl Default for ScaleOptions {
             pods_per_node: 10,
             probes: 30,
             probe_timeout: Duration::from_secs(2),
+            iptables_backends: vec![IptablesBackend::Nft],
         }
     }
 }
@@ -219,6 +223,8 @@ pub struct Counts {
     pub ipvs_services: usize,
     pub ipvs_destinations: usize,
     pub addresses: usize,
+    /// Lines of the `nft -f` transaction.
+    pub nft_lines: usize,
 }
 
 impl Counts {
@@ -231,6 +237,7 @@ impl Counts {
             ipvs_services: p.ipvs.len(),
             ipvs_destinations: p.ipvs.iter().map(|v| v.destinations.len()).sum(),
             addresses: p.ipvs_addresses.len(),
+            nft_lines: p.nft.lines.len(),
         }
     }
 }
@@ -301,6 +308,7 @@ pub async fn run_one<P: Proxier + ?Sized>(
     proxier: &P,
     services: usize,
     opts: &ScaleOptions,
+    backend: IptablesBackend,
 ) -> Result<ScaleRun> {
     let scenario = scale_scenario(services, opts.endpoints, opts.nodes, opts.pods_per_node)?;
     let started = Instant::now();
@@ -319,13 +327,19 @@ pub async fn run_one<P: Proxier + ?Sized>(
             .with_context(|| format!("{} programming node {}", proxier.name(), node.name))?;
         let program = started.elapsed();
         let started = Instant::now();
-        let report = programming::apply(node, &programming).with_context(|| {
-            format!(
-                "applying {}'s programming to node {}",
-                proxier.name(),
-                node.name
-            )
-        })?;
+        let applier = programming::Applier::new(programming::ApplyOptions {
+            backend,
+            ..programming::ApplyOptions::default()
+        });
+        let report = applier
+            .apply(&node.netns, &node.name, &programming, None)
+            .with_context(|| {
+                format!(
+                    "applying {}'s programming to node {}",
+                    proxier.name(),
+                    node.name
+                )
+            })?;
         let apply = started.elapsed();
         nodes.push(NodeCost {
             node: node.name.clone(),
@@ -430,14 +444,29 @@ fn answer_pod(answer: &str) -> Option<&str> {
 pub async fn scale(proxiers: &[Box<dyn Proxier>], opts: &ScaleOptions) -> Result<String> {
     let mut runs = Vec::new();
     for proxier in proxiers {
-        for &n in &opts.services {
-            let started = Instant::now();
-            eprint!("bench scale: {} × {n} services … ", proxier.name());
-            let run = run_one(proxier.as_ref(), n, opts)
-                .await
-                .with_context(|| format!("{} with {n} services", proxier.name()))?;
-            eprintln!("{:.1}s", started.elapsed().as_secs_f64());
-            runs.push(run);
+        // nftables mode writes no iptables: one run, whatever the flavour.
+        let writes_iptables = proxier.name() != "kube-proxy-nftables";
+        let backends = if writes_iptables {
+            opts.iptables_backends.as_slice()
+        } else {
+            &[IptablesBackend::Nft]
+        };
+        for &backend in backends {
+            for &n in &opts.services {
+                let started = Instant::now();
+                let label = if writes_iptables && backend != IptablesBackend::Nft {
+                    format!("{} (iptables-{})", proxier.name(), backend.name())
+                } else {
+                    proxier.name().to_string()
+                };
+                eprint!("bench scale: {label} × {n} services … ");
+                let mut run = run_one(proxier.as_ref(), n, opts, backend)
+                    .await
+                    .with_context(|| format!("{label} with {n} services"))?;
+                run.proxier = label;
+                eprintln!("{:.1}s", started.elapsed().as_secs_f64());
+                runs.push(run);
+            }
         }
     }
     let mut out = format!("tools: {}\n", tool_versions());
@@ -533,6 +562,7 @@ pub fn render(runs: &[ScaleRun], opts: &ScaleOptions) -> String {
                 opt_human(r.mean_step(Step::KubeIpvs0)),
                 opt_human(r.mean_step(Step::Ipsets)),
                 opt_human(r.mean_step(Step::Iptables)),
+                opt_human(r.mean_step(Step::Nft)),
                 opt_human(r.mean_step(Step::Ipvs)),
             ]
         })
@@ -548,6 +578,7 @@ pub fn render(runs: &[ScaleRun], opts: &ScaleOptions) -> String {
             "kube-ipvs0",
             "ipset restore",
             "iptables-restore",
+            "nft -f",
             "IPVS netlink",
         ],
         &rows,
@@ -573,6 +604,7 @@ pub fn render(runs: &[ScaleRun], opts: &ScaleOptions) -> String {
                 c.ipvs_services.to_string(),
                 c.ipvs_destinations.to_string(),
                 c.addresses.to_string(),
+                c.nft_lines.to_string(),
                 format!("{} / {}", human(r.topology_setup), human(r.teardown)),
             ]
         })
@@ -587,6 +619,7 @@ pub fn render(runs: &[ScaleRun], opts: &ScaleOptions) -> String {
             "IPVS services",
             "destinations",
             "kube-ipvs0 addrs",
+            "nft lines",
             "topology",
         ],
         &rows,

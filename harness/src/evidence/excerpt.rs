@@ -16,7 +16,9 @@
 //!
 //! Chains shown only in part say how many of their rules were left out. ipsets: the matching
 //! entries of every set holding one. IPVS: the virtual services of a target, with their real
-//! servers.
+//! servers. nftables: the set and map elements that name a target (`10.96.0.10 . tcp . 80 :
+//! goto service-…`, `tcp . 30080 : …`, a ClusterIP in `cluster-ips`), every chain their
+//! verdicts lead to, whole and transitively, and the `masquerading` chain.
 
 use crate::programming::effective::IpSetState;
 use crate::programming::rule_key::rule_key;
@@ -343,6 +345,100 @@ fn ipvs_protocol(p: Protocol) -> ipvs_genl::Protocol {
     }
 }
 
+/// Whether an nftables element (`10.96.0.10 . tcp . 80 : goto x`, `tcp . 30080 comment "…" :
+/// drop`, `10.96.0.10`) stands for `t`.
+fn nft_element_matches(element: &str, t: &Target) -> bool {
+    let key = element.split(" : ").next().unwrap_or_default();
+    let key = key.split(" comment ").next().unwrap_or_default();
+    let parts: Vec<&str> = key.split(" . ").map(str::trim).collect();
+    let proto_port = |proto: &str, port: &str| {
+        proto.eq_ignore_ascii_case(t.protocol.lower()) && port == t.port.to_string()
+    };
+    match (parts.as_slice(), t.addr) {
+        ([addr, proto, port], Some(a)) => *addr == a.to_string() && proto_port(proto, port),
+        ([proto, port], None) => proto_port(proto, port),
+        ([addr], Some(a)) => *addr == a.to_string(),
+        _ => false,
+    }
+}
+
+/// The chains a line sends packets to (`goto X`, `jump X`, in vmaps too).
+fn nft_chain_targets(line: &str) -> Vec<String> {
+    let words: Vec<&str> = line
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '}' || c == '{')
+        .filter(|w| !w.is_empty())
+        .collect();
+    words
+        .windows(2)
+        .filter(|w| w[0] == "goto" || w[0] == "jump")
+        .map(|w| w[1].to_string())
+        .collect()
+}
+
+/// The nftables part of a node's evidence, per table: the elements that name a target, under
+/// their set or map, then each chain they lead to, whole. Empty when nothing names a target.
+pub fn nft_excerpt(
+    tables: &BTreeMap<crate::programming::nft::NftTable, Vec<String>>,
+    targets: &[Target],
+) -> String {
+    let mut out = String::new();
+    for (table, listing) in tables {
+        let blocks = crate::programming::nft::blocks(listing);
+        let mut shown = String::new();
+        let mut wanted: Vec<String> = Vec::new();
+        for block in &blocks {
+            let (head, lines) = (block.head(), &block.lines);
+            let hits: Vec<&String> = lines
+                .iter()
+                .filter_map(|l| l.strip_prefix("element ").map(|e| (l, e)))
+                .filter(|(_, e)| targets.iter().any(|t| nft_element_matches(e, t)))
+                .map(|(l, _)| l)
+                .collect();
+            if hits.is_empty() {
+                continue;
+            }
+            let _ = writeln!(shown, "{head} {{");
+            for l in &hits {
+                let _ = writeln!(shown, "\t{l}");
+                wanted.extend(nft_chain_targets(l));
+            }
+            let others = lines.iter().filter(|l| l.starts_with("element ")).count() - hits.len();
+            if others > 0 {
+                let _ = writeln!(shown, "\t# {others} other element(s) left out");
+            }
+            shown.push_str("}\n");
+        }
+        // As KUBE-POSTROUTING in iptables mode: the chain that decides the source the
+        // backend sees.
+        if !shown.is_empty() {
+            wanted.insert(0, "masquerading".to_string());
+        }
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        while let Some(chain) = wanted.pop() {
+            if !seen.insert(chain.clone()) {
+                continue;
+            }
+            let head = format!("chain {chain}");
+            if let Some(block) = blocks.iter().find(|b| b.head() == head) {
+                let _ = writeln!(shown, "{head} {{");
+                for l in &block.lines {
+                    let _ = writeln!(shown, "\t{l}");
+                    wanted.extend(nft_chain_targets(l));
+                }
+                shown.push_str("}\n");
+            }
+        }
+        if !shown.is_empty() {
+            let _ = writeln!(out, "table {table} {{");
+            for l in shown.lines() {
+                let _ = writeln!(out, "\t{l}");
+            }
+            out.push_str("}\n");
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -550,5 +646,65 @@ create KUBE-NODE-PORT-UDP bitmap:port range 0-65535\nadd KUBE-NODE-PORT-UDP 3008
         assert!(!entry_matches("10.96.0.10,tcp:81", &t));
         assert!(!entry_matches("10.244.2.10,tcp:80,10.244.2.10", &t));
         assert!(entry_matches("30080", &tcp(None, 30080)));
+    }
+
+    #[test]
+    fn nft_excerpt_shows_the_elements_of_a_target_and_where_they_lead() {
+        use crate::programming::nft::{normalize_listing, NftFamily, NftTable};
+        let listing = normalize_listing(
+            "table ip kube-proxy {
+	map service-ips {
+		type ipv4_addr . inet_proto . inet_service : verdict
+		elements = { 10.96.0.10 . tcp . 80 : goto service-A-default/web/tcp/http,
+			     10.96.0.20 . tcp . 80 : goto service-B-default/api/tcp/http }
+	}
+	map service-nodeports {
+		type inet_proto . inet_service : verdict
+		elements = { tcp . 30080 : goto external-A-default/web/tcp/http }
+	}
+	chain service-A-default/web/tcp/http {
+		numgen random mod 1 vmap { 0 : goto endpoint-E-default/web/tcp/http__10.244.2.20/8080 }
+	}
+	chain endpoint-E-default/web/tcp/http__10.244.2.20/8080 {
+		meta l4proto tcp dnat to 10.244.2.20:8080
+	}
+	chain service-B-default/api/tcp/http {
+		jump elsewhere
+	}
+}
+",
+        );
+        let mut tables = BTreeMap::new();
+        tables.insert(
+            NftTable {
+                family: NftFamily::Ip,
+                name: "kube-proxy".into(),
+            },
+            listing,
+        );
+        let target = Target {
+            protocol: Protocol::Tcp,
+            addr: Some("10.96.0.10".parse().unwrap()),
+            port: 80,
+        };
+        let shown = nft_excerpt(&tables, &[target]);
+        assert!(
+            shown.contains("element 10.96.0.10 . tcp . 80 : goto service-A-default/web/tcp/http"),
+            "{shown}"
+        );
+        assert!(shown.contains("# 1 other element(s) left out"), "{shown}");
+        assert!(shown.contains("dnat to 10.244.2.20:8080"), "{shown}");
+        assert!(!shown.contains("service-B"), "{shown}");
+        assert!(!shown.contains("30080"), "{shown}");
+        assert!(
+            !shown.contains("chain masquerading"),
+            "not in the listing: {shown}"
+        );
+        let node_port = Target {
+            protocol: Protocol::Tcp,
+            addr: None,
+            port: 30080,
+        };
+        assert!(nft_excerpt(&tables, &[node_port]).contains("tcp . 30080"));
     }
 }

@@ -396,13 +396,20 @@ fn split_elements(body: &str) -> Vec<&str> {
 }
 
 /// A block directly inside a table of a normalised listing: `chain services {`, `set x {`,
-/// `map y {` (kind and name), and how many lines it holds besides nested blocks' (a chain's
-/// rules, once its `type … hook …` line is counted too).
+/// `map y {` (kind and name), with the lines it holds besides nested blocks' (a chain's rules,
+/// and its `type … hook …` line for a base chain).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Block {
     pub kind: String,
     pub name: String,
-    pub lines: usize,
+    pub lines: Vec<String>,
+}
+
+impl Block {
+    /// The block's opening line as the listing prints it (`chain services`).
+    pub fn head(&self) -> String {
+        format!("{} {}", self.kind, self.name)
+    }
 }
 
 /// The blocks of a normalised table listing, in order.
@@ -420,13 +427,13 @@ pub fn blocks(listing: &[String]) -> Vec<Block> {
                     out.push(Block {
                         kind: kind.to_string(),
                         name: name.to_string(),
-                        lines: 0,
+                        lines: Vec::new(),
                     });
                 }
             }
         } else if depth == 2 {
             if let Some(last) = out.last_mut() {
-                last.lines += 1;
+                last.lines.push(line.clone());
             }
         }
     }
@@ -612,7 +619,7 @@ mod tests {
         );
         let got: Vec<(String, String, usize)> = blocks(&listing)
             .into_iter()
-            .map(|b| (b.kind, b.name, b.lines))
+            .map(|b| (b.kind, b.name, b.lines.len()))
             .collect();
         assert_eq!(
             got,

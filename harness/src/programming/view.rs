@@ -7,7 +7,7 @@ use std::fmt::Write;
 /// How to show a programming.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum View {
-    /// The suite's text format: every section (sysctls, addresses, ipsets, tables, IPVS).
+    /// The suite's text format: every section (sysctls, addresses, ipsets, tables, nft, IPVS).
     Text,
     /// The iptables tables as `iptables-restore` input (what `iptables-save` would print).
     IptablesSave,
@@ -15,6 +15,8 @@ pub enum View {
     Ipvsadm,
     /// The ipsets as `ipset save` lines.
     Ipset,
+    /// The `nft -f` transaction (nftables mode).
+    Nft,
 }
 
 /// `p` shown as `view`.
@@ -35,5 +37,7 @@ pub fn render(p: &Programming, view: View) -> String {
             out
         }
         View::Ipset => render_ipsets(&p.ipsets),
+        View::Nft if p.nft.is_empty() => String::new(),
+        View::Nft => p.nft.text(),
     }
 }

@@ -9,6 +9,7 @@
 //! | `ipvsadm-Sn` | `ipvsadm -Sn` output, plus optionally a `--set TCP TCPFIN UDP` line | virtual and real servers (and connection timeouts) |
 //! | `kube-ipvs0` | `ip -o addr show kube-ipvs0` output | the `inet` addresses (/32) bound to kube-ipvs0 |
 //! | `sysctl` | `sysctl -a` format (`key = value`), net.* keys only | each key set in the node namespace |
+//! | `nft-ruleset` | `nft list ruleset` output | each table iptables does not own (`table ip kube-proxy { … }`) replaces the node's table of that name, in one transaction; iptables-nft's tables are left to `iptables-save` |
 //!
 //! The `sysctl` file holds the keys to set, not a whole `sysctl -a`: keys naming the real
 //! node's devices (`net.ipv4.conf.eth0.*`) do not exist in the suite's namespaces and fail
@@ -19,6 +20,7 @@
 
 use crate::netns::Netns;
 use crate::programming::effective::{effective_state, EffectiveState, ReadError, ReadOptions};
+use crate::programming::nft::{self, NftScript};
 use crate::programming::source::SourceMap;
 use crate::programming::text::{
     parse_host_address, parse_sections, parse_sysctl_body, Section, TextError,
@@ -34,14 +36,16 @@ pub const IPSET_FILE: &str = "ipset-save";
 pub const IPVS_FILE: &str = "ipvsadm-Sn";
 pub const ADDRESSES_FILE: &str = "kube-ipvs0";
 pub const SYSCTL_FILE: &str = "sysctl";
+pub const NFT_FILE: &str = "nft-ruleset";
 
 /// Every file a node's capture may hold.
-pub const CAPTURE_FILES: [&str; 5] = [
+pub const CAPTURE_FILES: [&str; 6] = [
     IPTABLES_FILE,
     IPSET_FILE,
     IPVS_FILE,
     ADDRESSES_FILE,
     SYSCTL_FILE,
+    NFT_FILE,
 ];
 
 /// The sysctls that decide how a proxier's rules behave, which a capture records where the
@@ -98,6 +102,8 @@ pub enum ReplayError {
     },
     #[error("capturing sysctl {key}: {message}")]
     CaptureSysctl { key: String, message: String },
+    #[error("capturing the nftables tables: {message}")]
+    CaptureTables { message: String },
     #[error("node {node}: reading the effective state: {source}")]
     Read {
         node: String,
@@ -239,6 +245,21 @@ impl Replay {
                 }
             }
         }
+        if let Some((text, origin)) = read_optional(&dir.join(NFT_FILE))? {
+            let (script, lines) = ruleset_script(&text, &origin)?;
+            for (index, line) in lines.into_iter().enumerate() {
+                if let Some(line) = line {
+                    loaded.sources.insert(
+                        Item::NftLine { index },
+                        Origin {
+                            file: origin.clone(),
+                            line,
+                        },
+                    );
+                }
+            }
+            p.nft = script;
+        }
         if let Some((text, origin)) = read_optional(&dir.join(SYSCTL_FILE))? {
             let body: Vec<(usize, &str)> = text
                 .lines()
@@ -303,6 +324,27 @@ impl Replay {
                     .get_or_insert_with(Vec::new);
             }
         }
+        if replacing && self.dir.join(node).join(NFT_FILE).exists() {
+            // The capture lists every table the real node held: the node's others go.
+            let held = nft::list_tables(ns).map_err(|e| ReplayError::Read {
+                node: node.to_string(),
+                source: Box::new(ReadError::Nft(e)),
+            })?;
+            let p = &mut loaded.programming;
+            let mut lines = std::mem::take(&mut p.nft.lines);
+            for table in held
+                .iter()
+                .filter(|t| !t.owned_by_iptables() && !p.nft.tables.contains(t))
+            {
+                lines.push(format!("add table {table}"));
+                lines.push(format!("delete table {table}"));
+            }
+            p.nft = NftScript::new(lines).map_err(|problems| TextError {
+                origin: NFT_FILE.to_string(),
+                line: 0,
+                message: problems[0].message.clone(),
+            })?;
+        }
         let report = applier.apply(ns, node, &loaded.programming, Some(&loaded.sources))?;
         let opts = ReadOptions {
             backend: applier.options.backend,
@@ -326,6 +368,88 @@ fn read_optional(path: &Path) -> Result<Option<(String, String)>, ReplayError> {
             source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
         }),
     }
+}
+
+/// The tables of an `nft list ruleset` capture that iptables does not own, as a script that
+/// replaces each (`add table` + `delete table`, then the table as listed), and the file line of
+/// each script line (`None`: written by the suite).
+fn ruleset_script(
+    text: &str,
+    origin: &str,
+) -> Result<(NftScript, Vec<Option<usize>>), ReplayError> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut from: Vec<Option<usize>> = Vec::new();
+    let mut depth = 0usize;
+    let mut keep = false;
+    for (idx, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if depth == 0 {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let table = match words.as_slice() {
+                ["table", family, name, "{"] => {
+                    nft::NftFamily::from_name(family).map(|family| nft::NftTable {
+                        family,
+                        name: name.to_string(),
+                    })
+                }
+                _ => None,
+            };
+            let Some(table) = table else {
+                return Err(TextError {
+                    origin: origin.to_string(),
+                    line: idx + 1,
+                    message: format!(
+                        "`{}` is not the start of a table as `nft list ruleset` prints it \
+                         (`table FAMILY NAME {{`)",
+                        crate::quote::quote(line)
+                    ),
+                }
+                .into());
+            };
+            keep = !table.owned_by_iptables();
+            if keep {
+                for suite_line in [
+                    format!("add table {table}"),
+                    format!("delete table {table}"),
+                ] {
+                    lines.push(suite_line);
+                    from.push(None);
+                }
+            }
+        }
+        let (opened, closed) = braces(line);
+        depth = (depth + opened).saturating_sub(closed);
+        if keep {
+            lines.push(line.to_string());
+            from.push(Some(idx + 1));
+        }
+    }
+    let script = NftScript::new(lines).map_err(|problems| {
+        let first = &problems[0];
+        TextError {
+            origin: origin.to_string(),
+            line: from.get(first.index).copied().flatten().unwrap_or(0),
+            message: first.message.clone(),
+        }
+    })?;
+    Ok((script, from))
+}
+
+/// The `{` and `}` of a listing line outside its quoted strings (comments).
+fn braces(line: &str) -> (usize, usize) {
+    let (mut quoted, mut opened, mut closed) = (false, 0, 0);
+    for c in line.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '{' if !quoted => opened += 1,
+            '}' if !quoted => closed += 1,
+            _ => {}
+        }
+    }
+    (opened, closed)
 }
 
 /// The files are parsed wrapped in a section header; line numbers are moved back by it.
@@ -414,6 +538,12 @@ pub fn capture(
         sysctls.push_str(&format!("{key} = {value}\n"));
     }
     write(SYSCTL_FILE, &sysctls)?;
+    let own_tables = nft::list_tables(ns).map_err(|e| ReplayError::CaptureTables {
+        message: e.to_string(),
+    })?;
+    if own_tables.iter().any(|t| !t.owned_by_iptables()) {
+        write(NFT_FILE, &tool(NFT_FILE, "nft", &["list", "ruleset"])?)?;
+    }
     Ok(())
 }
 

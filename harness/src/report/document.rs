@@ -350,13 +350,16 @@ fn node_state(out: &mut Vec<Block>, node: &NodeEvidence, targets: &[String]) {
     }
     head.push(text(":"));
     out.push(Block::Para(head));
-    if node.iptables.is_empty() {
+    if node.iptables.is_empty() && node.nft.is_empty() {
         out.push(Block::Para(vec![text(
             "iptables: no rule mentions a target, and there is no KUBE-POSTROUTING or \
              KUBE-MARK-MASQ chain.",
         )]));
-    } else {
+    } else if !node.iptables.is_empty() {
         out.push(Block::Pre(node.iptables.clone()));
+    }
+    if !node.nft.is_empty() {
+        out.push(Block::Pre(node.nft.clone()));
     }
     if !node.ipsets.is_empty() {
         out.push(Block::Pre(node.ipsets.clone()));

@@ -82,11 +82,12 @@ pub fn junit(results: &Results) -> String {
                 for node in &ev.nodes {
                     let _ = write!(
                         body,
-                        "\nkernel state of {} ({}):\n{}{}{}",
+                        "\nkernel state of {} ({}):\n{}{}{}{}",
                         node.node,
                         node.role,
                         node.iptables,
                         node.ipsets,
+                        node.nft,
                         node.ipvs.as_deref().unwrap_or_default()
                     );
                 }

@@ -13,7 +13,7 @@ use crate::scenario::Scenario;
 use crate::topology::Topology;
 use anyhow::{anyhow, bail, Context, Result};
 use ipvs_hits::IpvsHit;
-use monitor::{Monitor, TraceEvent};
+use monitor::{Monitor, TraceEvent, Tracer};
 use std::fmt::{self, Write as _};
 use std::time::Duration;
 
@@ -112,10 +112,13 @@ pub async fn trace<P: NodeProgrammer + ?Sized>(
     plan.repeat = 1;
     let protocol = plan.protocol.lower();
 
-    ensure_nft_iptables(topo)?;
     let mut monitors = Vec::new();
     for node in topo.nodes() {
-        monitors.push(Monitor::start(&node.name, &node.netns, protocol)?);
+        let tracer = Tracer::for_node(&node.netns)?;
+        if tracer == Tracer::Xtables {
+            ensure_nft_iptables(topo)?;
+        }
+        monitors.push(Monitor::start(&node.name, &node.netns, protocol, tracer)?);
     }
     let shots = probe::fire(topo, &plan, probe_timeout)
         .with_context(|| format!("firing probe {}", plan.name))?;
@@ -191,11 +194,16 @@ impl NodeTrace {
             };
             let path = &mut paths[index];
             match event {
-                TraceEvent::Packet { summary, .. } => {
+                TraceEvent::Packet { summary, hook, .. } => {
                     if path.first_seen.is_empty() {
                         path.first_seen = brief(summary);
                     }
                     path.last_seen = brief(summary);
+                    // nft says which base chain the packet enters.
+                    if let Some(hook) = hook.as_ref().filter(|h| **h != path.hook) {
+                        path.hook = hook.clone();
+                        path.hops.push(hook.clone());
+                    }
                 }
                 TraceEvent::Verdict {
                     table,
@@ -225,9 +233,8 @@ impl NodeTrace {
                         .or_else(|| verdict.strip_prefix("GOTO:"))
                     {
                         path.hops.push(format!("{table}:{target}"));
-                    } else if let Some(action) = rule.as_deref().and_then(|r| r.split_once(" -j "))
-                    {
-                        let entry = format!("[{}]", action.1);
+                    } else if let Some(action) = rule.as_deref().and_then(action_of) {
+                        let entry = format!("[{action}]");
                         match path.hops.last_mut() {
                             Some(last) if last.split(' ').next() == Some(here.as_str()) => {
                                 last.push(' ');
@@ -275,6 +282,30 @@ fn join_continuations(paths: Vec<PacketPath>) -> Vec<PacketPath> {
         }
     }
     out
+}
+
+/// What a rule that neither jumps nor goes to a chain did: the target of an iptables rule
+/// (`MARK --set-xmark …`), the statement of an nftables one (`dnat to …`, `masquerade …`,
+/// `meta mark set …`, `update @set …`, `reject`, `drop`), without its comment.
+fn action_of(rule: &str) -> Option<&str> {
+    if let Some((_, target)) = rule.split_once(" -j ") {
+        return Some(target);
+    }
+    let rule = rule.split(" comment \"").next().unwrap_or(rule);
+    [
+        "dnat to",
+        "snat to",
+        "masquerade",
+        "meta mark set",
+        "mark set",
+        "update @",
+        "reject",
+        "drop",
+    ]
+    .iter()
+    .filter_map(|s| rule.find(s))
+    .min()
+    .map(|at| &rule[at..])
 }
 
 /// `DST:DPORT` of a brief packet summary.
@@ -348,7 +379,7 @@ impl fmt::Display for Trace {
             let mut last: (&str, String) = ("", String::new());
             for event in &node.events {
                 match event {
-                    TraceEvent::Packet { id, summary } => {
+                    TraceEvent::Packet { id, summary, .. } => {
                         let n = NodeTrace::packet_number(&paths, id);
                         let now = brief(summary);
                         if id != last.0 {

@@ -6,6 +6,11 @@
 //! (Legacy iptables' TRACE logs through nf_log instead, which is silent in non-initial
 //! namespaces unless a host-wide sysctl is changed — so tracing needs the nft backend.)
 //!
+//! Where a node holds nftables tables of its own (kube-proxy's nftables mode), xtables-monitor
+//! cannot print their rules: `nft monitor trace` reads the same events instead, the packets
+//! marked by a `meta nftrace set 1` rule of a `kpct-trace` table at raw priority, and
+//! [`parse_nft_line`] turns its lines into the same events.
+//!
 //! A trace is bracketed by *sentinel* datagrams the node sends itself on `lo`, traced by their
 //! own rule: the first one seen proves the monitor is listening before the probe is fired; the
 //! second one seen proves every event of the probe has been read (netlink keeps order).
@@ -30,7 +35,13 @@ const SENTINEL_DEADLINE: Duration = Duration::from_secs(20);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TraceEvent {
     /// The packet as it enters a hook (`IN=… OUT=… SRC=… DST=… … SPORT=… DPORT=…`).
-    Packet { id: String, summary: String },
+    Packet {
+        id: String,
+        summary: String,
+        /// The base chain it enters (`kube-proxy:nat-prerouting`), where the tool says it
+        /// (`nft monitor trace`); xtables-monitor's hooks are known from the chain names.
+        hook: Option<String>,
+    },
     /// A rule, policy or return the packet met in `table`/`chain`.
     Verdict {
         id: String,
@@ -66,6 +77,7 @@ pub fn parse_line(line: &str) -> Option<TraceEvent> {
         "PACKET:" => Some(TraceEvent::Packet {
             id,
             summary: body.to_string(),
+            hook: None,
         }),
         "TRACE:" => {
             let (head, rule) = match body.split_once("  ") {
@@ -97,6 +109,109 @@ pub fn parse_line(line: &str) -> Option<TraceEvent> {
     }
 }
 
+/// Parses one line of `nft monitor trace`; `None` for anything else. `trace id ID FAMILY TABLE
+/// CHAIN packet: FIELDS`, `… rule RULE (verdict VERDICT)`, `… policy POLICY`, `… verdict V`.
+/// A packet's fields become xtables-monitor's summary (`IN= OUT= SRC= DST= SPORT= DPORT=`
+/// and the TCP flags), so both tools' events read alike.
+pub fn parse_nft_line(line: &str) -> Option<TraceEvent> {
+    let rest = line.trim().strip_prefix("trace id ")?;
+    let mut words = rest.splitn(5, ' ');
+    let id = words.next()?.to_string();
+    let _family = words.next()?;
+    let table = words.next()?.to_string();
+    let chain = words.next()?.to_string();
+    let body = words.next().unwrap_or_default().trim();
+    if let Some(fields) = body.strip_prefix("packet:") {
+        return Some(TraceEvent::Packet {
+            id,
+            summary: nft_packet_summary(fields),
+            hook: Some(format!("{table}:{chain}")),
+        });
+    }
+    let (kind, rest) = body.split_once(' ').unwrap_or((body, ""));
+    let (rule, verdict) = match kind {
+        "rule" => {
+            let (rule, verdict) = rest.rsplit_once(" (verdict ")?;
+            (Some(rule.trim().to_string()), verdict.trim_end_matches(')'))
+        }
+        // `policy accept meta mark 0x00004000`: the packet's mark follows the verdict.
+        "policy" | "verdict" => (None, rest.split_whitespace().next().unwrap_or_default()),
+        _ => return None,
+    };
+    let verdict = match verdict.split_once(' ') {
+        Some((v, target)) => format!("{}:{target}", v.to_ascii_uppercase()),
+        None => verdict.to_ascii_uppercase(),
+    };
+    Some(TraceEvent::Verdict {
+        id,
+        table,
+        chain,
+        kind: kind.to_string(),
+        verdict,
+        rule,
+    })
+}
+
+/// `iif "eth0" … ip saddr A ip daddr B … tcp sport P tcp dport Q … tcp flags == syn` as
+/// `IN=eth0 SRC=A DST=B SPORT=P DPORT=Q SYN`.
+fn nft_packet_summary(fields: &str) -> String {
+    let words: Vec<&str> = fields.split_whitespace().collect();
+    let mut out = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        let next = words.get(i + 1).map(|n| n.trim_matches('"'));
+        let field = match (*w, next) {
+            ("iif", Some(v)) => format!("IN={v}"),
+            ("oif", Some(v)) => format!("OUT={v}"),
+            ("saddr", Some(v)) if i > 0 && words[i - 1] == "ip" => format!("SRC={v}"),
+            ("daddr", Some(v)) if i > 0 && words[i - 1] == "ip" => format!("DST={v}"),
+            ("sport", Some(v)) => format!("SPORT={v}"),
+            ("dport", Some(v)) => format!("DPORT={v}"),
+            ("flags", _) if i > 0 && words[i - 1] == "tcp" => words[i + 1..]
+                .iter()
+                .find(|f| **f != "==")
+                .map(|f| {
+                    f.split(['|', ','])
+                        .map(str::to_ascii_uppercase)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_default(),
+            _ => continue,
+        };
+        if !field.is_empty() {
+            out.push(field);
+        }
+    }
+    out.join(" ")
+}
+
+/// Reads one line of a monitor's output.
+type LineParser = fn(&str) -> Option<TraceEvent>;
+
+/// The tool a node's trace is read with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tracer {
+    /// `xtables-monitor --trace`, with `-j TRACE` rules in the raw table.
+    Xtables,
+    /// `nft monitor trace`, with `meta nftrace set 1` rules in a `kpct-trace` table.
+    Nft,
+}
+
+/// The table the nft tracer marks packets from (its events are the harness's own).
+const NFT_TRACE_TABLE: &str = "kpct-trace";
+
+impl Tracer {
+    /// nft where the node holds nftables tables other than iptables-nft's, else xtables.
+    pub fn for_node(ns: &Netns) -> Result<Tracer> {
+        let tables = crate::programming::nft::list_tables(ns)?;
+        Ok(if tables.iter().any(|t| !t.owned_by_iptables()) {
+            Tracer::Nft
+        } else {
+            Tracer::Xtables
+        })
+    }
+}
+
 fn strip_table_prefix(rule: &str, table: &str) -> String {
     let prefix = format!("-4 -t {table} ");
     rule.strip_prefix(&prefix).unwrap_or(rule).to_string()
@@ -105,6 +220,9 @@ fn strip_table_prefix(rule: &str, table: &str) -> String {
 /// `xtables-monitor --trace` running in one node namespace, plus the TRACE rules it relies on.
 pub struct Monitor {
     node: String,
+    /// The tool, for messages.
+    program: &'static str,
+    parse: LineParser,
     child: Child,
     lines: Receiver<String>,
     /// Trace ids of sentinel packets: their events are the harness's, not the probe's.
@@ -112,45 +230,30 @@ pub struct Monitor {
 }
 
 impl Monitor {
-    /// Inserts the TRACE rules (probe traffic of `protocol`, and the sentinels) into the node's
-    /// raw table and starts the monitor; returns once the monitor has shown a sentinel.
-    pub fn start(node: &str, ns: &Netns, protocol: &str) -> Result<Monitor> {
-        for chain in ["PREROUTING", "OUTPUT"] {
-            let mut rule = vec!["-w", "-t", "raw", "-I", chain, "1", "-p", protocol];
-            // The VXLAN carrier is UDP too; its inner packet is traced when it is decapsulated.
-            if protocol == "udp" {
-                rule.extend(["!", "--dport", "8472"]);
+    /// Inserts the trace rules (probe traffic of `protocol`, and the sentinels) and starts the
+    /// monitor; returns once the monitor has shown a sentinel.
+    pub fn start(node: &str, ns: &Netns, protocol: &str, tracer: Tracer) -> Result<Monitor> {
+        let (program, args, parse): (&str, &[&str], LineParser) = match tracer {
+            Tracer::Xtables => {
+                insert_trace_rules(node, ns, protocol)?;
+                ("xtables-monitor", &["--trace"], parse_line)
             }
-            rule.extend(["-j", "TRACE"]);
-            ns.exec("iptables", &rule)
-                .with_context(|| format!("adding a TRACE rule on node {node}"))?;
-        }
-        for port in [SENTINEL_START, SENTINEL_END] {
-            let port = port.to_string();
-            ns.exec(
-                "iptables",
-                &[
-                    "-w", "-t", "raw", "-I", "OUTPUT", "1", "-o", "lo", "-p", "udp", "--dport",
-                    &port, "-j", "TRACE",
-                ],
-            )
-            .with_context(|| format!("adding the sentinel TRACE rule on node {node}"))?;
-        }
+            Tracer::Nft => {
+                insert_nft_trace_rules(node, ns, protocol)?;
+                ("nft", &["monitor", "trace"], parse_nft_line)
+            }
+        };
         let mut child = ns
-            .command("xtables-monitor")?
-            .arg("--trace")
+            .command(program)?
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .with_context(|| {
-                format!(
-                    "starting xtables-monitor --trace on node {node} (is iptables-nft installed?)"
-                )
-            })?;
+            .with_context(|| format!("starting {program} {} on node {node}", args.join(" ")))?;
         let stdout = child
             .stdout
             .take()
-            .ok_or_else(|| anyhow!("xtables-monitor has no stdout"))?;
+            .ok_or_else(|| anyhow!("{program} has no stdout"))?;
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
@@ -161,6 +264,8 @@ impl Monitor {
         });
         let mut monitor = Monitor {
             node: node.to_string(),
+            program,
+            parse,
             child,
             lines,
             sentinel_ids: Vec::new(),
@@ -168,7 +273,56 @@ impl Monitor {
         monitor.await_sentinel(ns, SENTINEL_START, true)?;
         Ok(monitor)
     }
+}
 
+/// `-j TRACE` in the raw table for the probe's protocol and the sentinels.
+fn insert_trace_rules(node: &str, ns: &Netns, protocol: &str) -> Result<()> {
+    for chain in ["PREROUTING", "OUTPUT"] {
+        let mut rule = vec!["-w", "-t", "raw", "-I", chain, "1", "-p", protocol];
+        // The VXLAN carrier is UDP too; its inner packet is traced when it is decapsulated.
+        if protocol == "udp" {
+            rule.extend(["!", "--dport", "8472"]);
+        }
+        rule.extend(["-j", "TRACE"]);
+        ns.exec("iptables", &rule)
+            .with_context(|| format!("adding a TRACE rule on node {node}"))?;
+    }
+    for port in [SENTINEL_START, SENTINEL_END] {
+        let port = port.to_string();
+        ns.exec(
+            "iptables",
+            &[
+                "-w", "-t", "raw", "-I", "OUTPUT", "1", "-o", "lo", "-p", "udp", "--dport", &port,
+                "-j", "TRACE",
+            ],
+        )
+        .with_context(|| format!("adding the sentinel TRACE rule on node {node}"))?;
+    }
+    Ok(())
+}
+
+/// A `kpct-trace` table whose raw-priority chains set `nftrace` on the probe's protocol (not
+/// the VXLAN carrier) and on the sentinels.
+fn insert_nft_trace_rules(node: &str, ns: &Netns, protocol: &str) -> Result<()> {
+    let carrier = if protocol == "udp" {
+        " udp dport != 8472"
+    } else {
+        ""
+    };
+    let script = format!(
+        "add table ip {NFT_TRACE_TABLE}\n\
+         add chain ip {NFT_TRACE_TABLE} pre {{ type filter hook prerouting priority -350 ; }}\n\
+         add chain ip {NFT_TRACE_TABLE} out {{ type filter hook output priority -350 ; }}\n\
+         add rule ip {NFT_TRACE_TABLE} pre meta l4proto {protocol}{carrier} meta nftrace set 1\n\
+         add rule ip {NFT_TRACE_TABLE} out meta l4proto {protocol}{carrier} meta nftrace set 1\n\
+         add rule ip {NFT_TRACE_TABLE} out oif \"lo\" udp dport {{ {SENTINEL_START}, {SENTINEL_END} }} meta nftrace set 1\n"
+    );
+    crate::programming::tools::run(ns, "nft", &["-f", "-"], Some(&script))
+        .with_context(|| format!("adding the nftables trace rules on node {node}"))?;
+    Ok(())
+}
+
+impl Monitor {
     /// Sends the closing sentinel and returns every event read before it (probe events only).
     pub fn finish(mut self, ns: &Netns) -> Result<Vec<TraceEvent>> {
         let events = self.await_sentinel(ns, SENTINEL_END, false)?;
@@ -176,6 +330,11 @@ impl Monitor {
             .into_iter()
             .filter(|e| !self.sentinel_ids.iter().any(|id| id == e.id()))
             .filter(|e| !matches!(e, TraceEvent::Verdict { rule: Some(r), .. } if r.ends_with("-j TRACE")))
+            .filter(|e| !matches!(e, TraceEvent::Verdict { table, .. } if table == NFT_TRACE_TABLE))
+            .filter(|e| {
+                !matches!(e, TraceEvent::Packet { hook: Some(h), .. }
+                    if h.starts_with(&format!("{NFT_TRACE_TABLE}:")))
+            })
             .collect())
     }
 
@@ -191,7 +350,8 @@ impl Monitor {
             let now = Instant::now();
             if now >= deadline {
                 anyhow::bail!(
-                    "xtables-monitor on node {} showed no trace of the sentinel sent to 127.0.0.1:{port} within {:?}",
+                    "{} on node {} showed no trace of the sentinel sent to 127.0.0.1:{port} within {:?}",
+                    self.program,
                     self.node,
                     SENTINEL_DEADLINE
                 );
@@ -202,8 +362,8 @@ impl Monitor {
                 deadline
             } - now;
             match self.lines.recv_timeout(wait) {
-                Ok(line) => match parse_line(&line) {
-                    Some(TraceEvent::Packet { id, summary })
+                Ok(line) => match (self.parse)(&line) {
+                    Some(TraceEvent::Packet { id, summary, .. })
                         if sentinel_port(&summary).is_some() =>
                     {
                         let done = sentinel_port(&summary) == Some(port);
@@ -224,7 +384,8 @@ impl Monitor {
                 Err(RecvTimeoutError::Disconnected) => {
                     let status = self.child.try_wait().ok().flatten();
                     anyhow::bail!(
-                        "xtables-monitor on node {} exited ({status:?}) before the trace was complete",
+                        "{} on node {} exited ({status:?}) before the trace was complete",
+                        self.program,
                         self.node
                     );
                 }
@@ -273,7 +434,8 @@ mod tests {
             parse_line("PACKET: 2 3a3c01fb OUT=lo SRC=0.0.0.0 DST=10.96.0.1 LEN=60 SPORT=33482 DPORT=80 SYN "),
             Some(TraceEvent::Packet {
                 id: "3a3c01fb".into(),
-                summary: "OUT=lo SRC=0.0.0.0 DST=10.96.0.1 LEN=60 SPORT=33482 DPORT=80 SYN".into()
+                summary: "OUT=lo SRC=0.0.0.0 DST=10.96.0.1 LEN=60 SPORT=33482 DPORT=80 SYN".into(),
+                hook: None,
             })
         );
         assert_eq!(
@@ -300,6 +462,44 @@ mod tests {
         );
         assert_eq!(parse_line("EVENT: something else"), None);
         assert_eq!(parse_line(""), None);
+    }
+
+    #[test]
+    fn parses_nft_monitor_trace_lines() {
+        assert_eq!(
+            parse_nft_line(
+                r#"trace id 8cdb543f ip kube-proxy nat-prerouting packet: iif "eth0" ether saddr 02:00:00:00:00:01 ip saddr 192.168.1.100 ip daddr 192.168.1.10 ip ttl 64 tcp sport 21000 tcp dport 30080 tcp flags == syn tcp window 64240 "#
+            ),
+            Some(TraceEvent::Packet {
+                id: "8cdb543f".into(),
+                summary: "IN=eth0 SRC=192.168.1.100 DST=192.168.1.10 SPORT=21000 DPORT=30080 SYN"
+                    .into(),
+                hook: Some("kube-proxy:nat-prerouting".into()),
+            })
+        );
+        assert_eq!(
+            parse_nft_line("trace id 8cdb543f ip kube-proxy services rule ip daddr . meta l4proto . th dport vmap @service-ips (verdict goto external-X-ns/svc/tcp/p)"),
+            Some(TraceEvent::Verdict {
+                id: "8cdb543f".into(),
+                table: "kube-proxy".into(),
+                chain: "services".into(),
+                kind: "rule".into(),
+                verdict: "GOTO:external-X-ns/svc/tcp/p".into(),
+                rule: Some("ip daddr . meta l4proto . th dport vmap @service-ips".into()),
+            })
+        );
+        assert_eq!(
+            parse_nft_line("trace id 8cdb543f ip kube-proxy nat-prerouting policy accept "),
+            Some(TraceEvent::Verdict {
+                id: "8cdb543f".into(),
+                table: "kube-proxy".into(),
+                chain: "nat-prerouting".into(),
+                kind: "policy".into(),
+                verdict: "ACCEPT".into(),
+                rule: None,
+            })
+        );
+        assert_eq!(parse_nft_line("something else"), None);
     }
 
     #[test]

@@ -164,7 +164,7 @@ impl Existing {
         };
         for block in crate::programming::nft::blocks(listing) {
             match block.kind.as_str() {
-                "chain" => out.chains.push((block.name, block.lines == 0)),
+                "chain" => out.chains.push((block.name, block.lines.is_empty())),
                 "set" => out.sets.push(block.name),
                 _ => {}
             }

@@ -23,7 +23,7 @@ enum What {
     /// N services × E endpoints per proxier and size: time to compute and apply the
     /// programming, what each node holds, and pod -> ClusterIP connect latency.
     Scale {
-        /// Built-in proxier; repeatable. Default: both.
+        /// Built-in proxier; repeatable. Default: the three built-ins.
         #[arg(long = "proxier")]
         proxiers: Vec<String>,
         #[command(flatten)]
@@ -31,7 +31,7 @@ enum What {
     },
     /// Every scenario against each built-in proxier: total and per-scenario min/median/max.
     Suite {
-        /// Built-in proxier; repeatable. Default: both.
+        /// Built-in proxier; repeatable. Default: the three built-ins.
         #[arg(long = "proxier")]
         proxiers: Vec<String>,
         /// Scenario files or globs; repeatable. Default: scenarios/*.yaml.
@@ -45,7 +45,7 @@ enum What {
     },
     /// topology (3 nodes x 10 pods, 2 rounds), suite and scale, in one run.
     All {
-        /// Built-in proxier; repeatable. Default: both.
+        /// Built-in proxier; repeatable. Default: the three built-ins.
         #[arg(long = "proxier")]
         proxiers: Vec<String>,
         #[command(flatten)]
@@ -69,6 +69,26 @@ struct ScaleArgs {
     /// Connections timed per probed service (the first, middle and last).
     #[arg(long, default_value_t = 30)]
     probes: usize,
+    /// iptables flavours to run the proxiers that write iptables with, comma-separated (`nft`,
+    /// `legacy`): each is a row of its own, side by side in the same run.
+    #[arg(long, value_delimiter = ',', default_values_t = [Backend::Nft])]
+    iptables_backend: Vec<Backend>,
+}
+
+/// An iptables flavour on the command line.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Backend {
+    Nft,
+    Legacy,
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::Nft => "nft",
+            Backend::Legacy => "legacy",
+        })
+    }
 }
 
 impl ScaleArgs {
@@ -80,6 +100,14 @@ impl ScaleArgs {
             pods_per_node: self.pods_per_node,
             probes: self.probes,
             probe_timeout: kpct::probe::probe_timeout(),
+            iptables_backends: self
+                .iptables_backend
+                .iter()
+                .map(|b| match b {
+                    Backend::Nft => kpct::programming::tools::IptablesBackend::Nft,
+                    Backend::Legacy => kpct::programming::tools::IptablesBackend::Legacy,
+                })
+                .collect(),
         }
     }
 }

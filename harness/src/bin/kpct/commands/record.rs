@@ -8,7 +8,7 @@ pub struct Args {
     /// The scenario files.
     #[arg(required = true)]
     files: Vec<String>,
-    /// Built-in proxiers to record; repeatable. Default: both.
+    /// Built-in proxiers to record; repeatable. Default: the three built-ins.
     #[arg(long = "proxier")]
     proxiers: Vec<String>,
 }

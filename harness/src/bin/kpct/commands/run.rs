@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// A built-in proxier (kube-proxy-ipvs, kube-proxy-iptables), `exec:COMMAND [ARGS]` or
-    /// `replay:DIR`; repeatable. Default: both built-ins.
+    /// `replay:DIR`; repeatable. Default: the three built-ins.
     #[arg(long = "proxier")]
     proxiers: Vec<String>,
     /// Scenario files or globs; repeatable. Default: scenarios/*.yaml.
