@@ -179,3 +179,30 @@ async fn effective_state_of_kube_proxy_iptables() {
     assert!(state.ipvs.as_ref().is_none_or(|t| t.servers.is_empty()));
     assert!(state.ipsets.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn effective_state_of_kube_proxy_nftables() {
+    let state = programmed_node_a("kube-proxy-nftables").await;
+    snapshot("effective-all-service-types@kube-proxy-nftables", &state);
+    // nftables mode: one table of its own; no iptables, IPVS or ipsets.
+    assert!(state.iptables.is_empty() && state.ipsets.is_empty());
+    assert!(state.ipvs.as_ref().is_none_or(|t| t.servers.is_empty()));
+    let tables: Vec<String> = state.nft.keys().map(ToString::to_string).collect();
+    assert_eq!(tables, ["ip kube-proxy"]);
+    let listing = state.nft.values().next().unwrap();
+    // The kernel's spellings: the affinity sets' `timeout 10800s` reads `3h`, and the
+    // dynamic sets' elements (packets add them) are not part of the state.
+    assert!(listing.iter().any(|l| l == "timeout 3h"), "{listing:#?}");
+    assert!(listing
+        .iter()
+        .any(|l| l.starts_with("element 10.96.0.11 . tcp . 80 : goto service-")));
+    // Source ranges: the LB IP goes to its firewall chain, which drops other sources; the
+    // range holds the node's IP, so the LB IP itself is allowed too (a node's own request to
+    // a VIP-like LB comes back from the VIP).
+    assert!(listing
+        .iter()
+        .any(|l| l.starts_with("element 203.0.113.20 . tcp . 80 : goto firewall-")));
+    assert!(listing
+        .iter()
+        .any(|l| l == "ip saddr != { 192.168.1.0/24, 203.0.113.20 } drop"));
+}
