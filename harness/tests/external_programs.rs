@@ -31,6 +31,12 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
     ("harness/src/caps.rs", "program", &[]),
     // A replay capture's tools, passed through a closure.
     ("harness/src/proxier/replay.rs", "program", &[]),
+    // The trace monitor: xtables-monitor, or nft where a node holds nftables tables.
+    (
+        "harness/src/trace/monitor.rs",
+        "program",
+        &["xtables-monitor", "nft"],
+    ),
     (
         "harness/src/programming/effective.rs",
         "opts.backend.save()",
