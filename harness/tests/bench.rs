@@ -100,3 +100,31 @@ fn bench_suite_times_serial_and_parallel_side_by_side_iptables() {
     );
     assert!(!out.contains("ERROR") && !out.contains("violated"), "{out}");
 }
+
+/// A proxier that writes iptables runs once per flavour asked for, side by side; one that does
+/// not (nftables mode) runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_scale_runs_iptables_writers_per_flavour() {
+    let opts = ScaleOptions {
+        iptables_backends: vec![IptablesBackend::Nft, IptablesBackend::Legacy],
+        probes: 1,
+        ..small()
+    };
+    let proxiers = [
+        builtin("kube-proxy-nftables").unwrap(),
+        builtin("kube-proxy-iptables").unwrap(),
+    ];
+    let out = scale::scale(&proxiers, &opts)
+        .await
+        .expect("bench scale runs");
+    println!("{out}");
+    assert!(
+        out.contains("kube-proxy-iptables (iptables-legacy)"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("kube-proxy-nftables (iptables-legacy)"),
+        "{out}"
+    );
+    assert!(out.contains("nft -f"), "{out}");
+}

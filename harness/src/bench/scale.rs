@@ -440,12 +440,26 @@ fn answer_pod(answer: &str) -> Option<&str> {
         .filter(|p| !p.is_empty())
 }
 
+/// Whether `proxier` writes iptables rules for the scale cluster (asked of its programming for
+/// the first node of the smallest size): only then does the iptables flavour matter, and it
+/// runs once per flavour asked for; otherwise once.
+fn writes_iptables<P: Proxier + ?Sized>(proxier: &P, opts: &ScaleOptions) -> Result<bool> {
+    let services = opts.services.iter().copied().min().unwrap_or(1);
+    let scenario = scale_scenario(services, opts.endpoints, opts.nodes, opts.pods_per_node)?;
+    let cluster = scenario::cluster_state(&scenario);
+    let Some(first) = scenario.topology.nodes.first() else {
+        return Ok(false);
+    };
+    let ctx = scenario::node_context(&scenario, &first.name)
+        .with_context(|| format!("node {} is not in the scenario", first.name))?;
+    Ok(!proxier.program(&cluster, &ctx)?.iptables.is_empty())
+}
+
 /// Runs every proxier at every size (progress on stderr) and renders the tables.
 pub async fn scale(proxiers: &[Box<dyn Proxier>], opts: &ScaleOptions) -> Result<String> {
     let mut runs = Vec::new();
     for proxier in proxiers {
-        // nftables mode writes no iptables: one run, whatever the flavour.
-        let writes_iptables = proxier.name() != "kube-proxy-nftables";
+        let writes_iptables = writes_iptables(proxier.as_ref(), opts)?;
         let backends = if writes_iptables {
             opts.iptables_backends.as_slice()
         } else {
