@@ -6,8 +6,9 @@ mod common;
 
 use common::{
     block_health_checks, drop_invalid_rule, drop_postrouting_masquerade, drop_sctp,
-    keep_stale_chains, keep_stale_virtual_servers, nft_drop_invalid, no_cluster_ips_reject,
-    no_graceful_termination, pin_one_backend, skip_conntrack_cleanup, Mutated,
+    keep_stale_chains, keep_stale_virtual_servers, nft_drop_invalid, nft_localhost_node_ports,
+    no_cluster_ips_reject, no_graceful_termination, pin_one_backend, skip_conntrack_cleanup,
+    Mutated,
 };
 use kpct::caps::require_ipvs;
 use kpct::probe::probe_timeout;
@@ -542,6 +543,19 @@ async fn dropping_invalid_packets_is_caught_in_nftables_mode() {
         nft_drop_invalid,
         &["invalid-packet/out-of-state-syn-from-backend"],
         "expected every one of [client] to be reached",
+    )
+    .await;
+}
+
+/// nftables mode refuses 127.0.0.1:nodePort; one that serves it is caught.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serving_localhost_node_ports_is_caught_in_nftables_mode() {
+    mutation_is_caught(
+        "nodeport-localhost.yaml",
+        "kube-proxy-nftables",
+        nft_localhost_node_ports,
+        &["node-a-localhost-to-nodeport"],
+        "expected outcome rejected",
     )
     .await;
 }

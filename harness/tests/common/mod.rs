@@ -283,3 +283,20 @@ pub fn nft_drop_invalid(p: &mut Programming) -> anyhow::Result<()> {
         &["add rule ip kube-proxy filter-forward ct state invalid drop"],
     )
 }
+
+/// nftables mode serving NodePorts on every local address, 127.0.0.1 included (as iptables mode
+/// does with `route_localnet`).
+pub fn nft_localhost_node_ports(p: &mut Programming) -> anyhow::Result<()> {
+    p.sysctls
+        .insert("net.ipv4.conf.all.route_localnet".into(), "1".into());
+    rewrite_nft(
+        p,
+        |l| {
+            Some(l.replace(
+                "ip daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports",
+                "fib daddr type local meta l4proto . th dport vmap @service-nodeports",
+            ))
+        },
+        &[],
+    )
+}
