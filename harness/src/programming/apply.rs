@@ -1,10 +1,10 @@
 //! Writing a [`Programming`] into a node's namespace, all or nothing.
 //!
 //! Order: sysctls, kube-ipvs0 and its addresses, ipsets (`ipset restore`), iptables
-//! (`iptables-restore`, `--noflush` unless [`RestoreMode::Flush`]), IPVS (generic netlink via
-//! `ipvs-genl`), conntrack cleanup (ctnetlink). Sets come before the rules that name them, the
-//! device before IPVS so service addresses are local when the first packet arrives, and the
-//! conntrack cleanup last, as kube-proxy ends its sync with it: a deleted entry cannot be put
+//! (`iptables-restore`, `--noflush` unless [`RestoreMode::Flush`]), nftables (one `nft -f`
+//! transaction), IPVS (generic netlink via `ipvs-genl`), conntrack cleanup (ctnetlink). Sets
+//! come before the rules that name them, the device before IPVS so service addresses are local
+//! when the first packet arrives, and the conntrack cleanup last, as kube-proxy ends its sync with it: a deleted entry cannot be put
 //! back, so it only runs once everything else is written, and a failure there rolls the rest
 //! back and says how many entries were already gone.
 //!
@@ -17,9 +17,9 @@
 //!
 //! Before writing, the applier records what each step will touch; if any step fails, every step
 //! started so far is undone in reverse order (IPVS flushed and restored, the touched tables
-//! restored from `iptables-save -c`, sets it created destroyed and pre-existing ones refilled,
-//! kube-ipvs0 deleted or its addresses put back, sysctls reset), so no half-applied state
-//! remains. The error names the node, the step, the input line that failed (and the file line it
+//! restored from `iptables-save -c`, the `*nft` script's tables put back as `nft list table`
+//! printed them, sets it created destroyed and pre-existing ones refilled, kube-ipvs0 deleted
+//! or its addresses put back, sysctls reset), so no half-applied state remains. The error names the node, the step, the input line that failed (and the file line it
 //! came from when the programming was parsed from text) and the tool's or kernel's message.
 
 use super::kube_ipvs0::{self, DeviceKind, DevicePolicy};
