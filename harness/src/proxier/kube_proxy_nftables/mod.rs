@@ -427,12 +427,8 @@ fn setup(tx: &mut Tx, cfg: &Config, node: &NodeContext, first_sync: bool) {
         );
         tx.op("flush", "chain", name);
     }
-    let mut created = BTreeSet::new();
     for (dst, src, extra) in JUMP_CHAINS {
-        if created.insert(dst) {
-            tx.op("add", "chain", dst);
-            tx.op("flush", "chain", dst);
-        }
+        tx.ensure_chain(dst);
         let rule = if extra.is_empty() {
             format!("jump {dst}")
         } else {
@@ -446,10 +442,7 @@ fn setup(tx: &mut Tx, cfg: &Config, node: &NodeContext, first_sync: bool) {
         MASQUERADING_CHAIN,
         MARK_MASQ_CHAIN,
     ] {
-        if created.insert(chain) {
-            tx.op("add", "chain", chain);
-            tx.op("flush", "chain", chain);
-        }
+        tx.ensure_chain(chain);
     }
     let mark = &cfg.masquerade_mark;
     tx.rule(MARK_MASQ_CHAIN, &format!("mark set mark or {mark}"));
@@ -540,10 +533,7 @@ fn setup(tx: &mut Tx, cfg: &Config, node: &NodeContext, first_sync: bool) {
             "{FIREWALL_IPS_MAP} {{ type {addr} . inet_proto . inet_service : verdict ; comment \"destinations that are subject to LoadBalancerSourceRanges\" ; }}"
         ),
     );
-    if created.insert(FIREWALL_CHECK_CHAIN) {
-        tx.op("add", "chain", FIREWALL_CHECK_CHAIN);
-        tx.op("flush", "chain", FIREWALL_CHECK_CHAIN);
-    }
+    tx.ensure_chain(FIREWALL_CHECK_CHAIN);
     tx.rule(
         FIREWALL_CHECK_CHAIN,
         &format!("{ip} daddr . meta l4proto . th dport vmap @{FIREWALL_IPS_MAP}"),
