@@ -351,7 +351,7 @@ pub fn normalize_listing(listing: &str) -> Vec<String> {
             if line.starts_with("flags ") && line.split([' ', ',']).any(|f| f == "dynamic") {
                 dynamic = true;
             }
-            out.push(without_expires(line));
+            out.push(line.to_string());
             continue;
         }
         // An element list ends with the line that closes its brace.
@@ -470,27 +470,16 @@ pub fn located_lines(table: &NftTable, listing: &[String]) -> Vec<String> {
 }
 
 /// `10.0.0.1 timeout 30m expires 9m59s992ms` -> `10.0.0.1 timeout 30m`.
-fn without_expires(line: &str) -> String {
-    let mut words = line.split(' ').peekable();
+fn without_expires(element: &str) -> String {
+    // An element arrives split from its list, without the `,` or `}` that ended it.
+    let mut words = element.split(' ');
     let mut kept = Vec::new();
     while let Some(w) = words.next() {
         if w == "expires" {
-            // The countdown, keeping a `,` or `}` that ended it.
-            if let Some(value) = words.next() {
-                let tail: String = value
-                    .chars()
-                    .skip_while(|c| c.is_ascii_alphanumeric())
-                    .collect();
-                if !tail.is_empty() {
-                    match kept.last_mut() {
-                        Some(last) => *last = format!("{last}{tail}"),
-                        None => kept.push(tail),
-                    }
-                }
-            }
-            continue;
+            words.next();
+        } else {
+            kept.push(w);
         }
-        kept.push(w.to_string());
     }
     kept.join(" ")
 }
