@@ -112,12 +112,16 @@ pub async fn trace<P: NodeProgrammer + ?Sized>(
     plan.repeat = 1;
     let protocol = plan.protocol.lower();
 
+    let tracers = topo
+        .nodes()
+        .iter()
+        .map(|node| Tracer::for_node(&node.netns))
+        .collect::<Result<Vec<_>>>()?;
+    if tracers.contains(&Tracer::Xtables) {
+        ensure_nft_iptables(topo)?;
+    }
     let mut monitors = Vec::new();
-    for node in topo.nodes() {
-        let tracer = Tracer::for_node(&node.netns)?;
-        if tracer == Tracer::Xtables {
-            ensure_nft_iptables(topo)?;
-        }
+    for (node, tracer) in topo.nodes().iter().zip(tracers) {
         monitors.push(Monitor::start(&node.name, &node.netns, protocol, tracer)?);
     }
     let shots = probe::fire(topo, &plan, probe_timeout)
