@@ -10,6 +10,8 @@ use kpct::proxier::{builtin, Proxier};
 use std::net::{SocketAddrV4, UdpSocket};
 use std::time::Duration;
 
+pub mod netns_watch;
+
 /// Programs like the built-in proxier `inner`, then applies `mutate`; labelled `name` (which
 /// may be `inner` itself, so the scenarios' per-proxier expectations still apply).
 pub struct Mutated {
