@@ -7,12 +7,12 @@ use crate::netns::Netns;
 use anyhow::{anyhow, Context, Result};
 use pnet::datalink::{self, Channel, Config, DataLinkReceiver, DataLinkSender};
 use pnet::packet::ethernet::{EtherTypes, EthernetPacket};
-use pnet::packet::ip::IpNextHeaderProtocols;
+use pnet::packet::ip::{IpNextHeaderProtocol, IpNextHeaderProtocols};
 use pnet::packet::ipv4::Ipv4Packet;
-use pnet::packet::tcp::TcpPacket;
+use pnet::packet::ipv6::Ipv6Packet;
 use pnet::packet::udp::UdpPacket;
 use pnet::packet::Packet;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 /// How often a blocked read wakes up to check the deadline; also how long a drain of an
@@ -49,6 +49,16 @@ impl std::fmt::Display for Flow {
     }
 }
 
+/// The L3/L4 identity of an IPv6 packet; ports are 0 for protocols without them (ICMPv6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Flow6 {
+    pub protocol: u8,
+    pub src: Ipv6Addr,
+    pub sport: u16,
+    pub dst: Ipv6Addr,
+    pub dport: u16,
+}
+
 /// A captured Ethernet frame.
 #[derive(Debug, Clone)]
 pub struct Frame {
@@ -65,8 +75,31 @@ impl Frame {
         flow_of_ipv4(eth.payload())
     }
 
+    /// The IPv6 flow of this frame, if it is IPv6 with no extension header.
+    pub fn flow6(&self) -> Option<Flow6> {
+        let eth = EthernetPacket::new(&self.bytes)?;
+        if eth.get_ethertype() != EtherTypes::Ipv6 {
+            return None;
+        }
+        let ip = Ipv6Packet::new(eth.payload())?;
+        let protocol = ip.get_next_header();
+        let (sport, dport) = ports(protocol, ip.payload())?;
+        Some(Flow6 {
+            protocol: protocol.0,
+            src: ip.get_source(),
+            sport,
+            dst: ip.get_destination(),
+            dport,
+        })
+    }
+
     /// For a VXLAN-encapsulated frame (UDP to `vxlan_port`), the inner frame's IPv4 flow.
     pub fn vxlan_inner_flow(&self, vxlan_port: u16) -> Option<Flow> {
+        self.vxlan_inner(vxlan_port)?.flow()
+    }
+
+    /// For a VXLAN-encapsulated frame (UDP to `vxlan_port`), the inner Ethernet frame.
+    pub fn vxlan_inner(&self, vxlan_port: u16) -> Option<Frame> {
         let eth = EthernetPacket::new(&self.bytes)?;
         if eth.get_ethertype() != EtherTypes::Ipv4 {
             return None;
@@ -80,33 +113,28 @@ impl Frame {
             return None;
         }
         // 8-byte VXLAN header, then the inner Ethernet frame.
-        let inner = Frame {
+        Some(Frame {
             bytes: udp.payload().get(8..)?.to_vec(),
-        };
-        inner.flow()
+        })
+    }
+}
+
+/// The source and destination ports of a TCP, UDP or SCTP header; 0, 0 for other protocols.
+fn ports(protocol: IpNextHeaderProtocol, l4: &[u8]) -> Option<(u16, u16)> {
+    let port = |i: usize| Some(u16::from_be_bytes([*l4.get(i)?, *l4.get(i + 1)?]));
+    match protocol {
+        // SCTP's common header starts with the two ports too.
+        IpNextHeaderProtocols::Tcp | IpNextHeaderProtocols::Udp | IpNextHeaderProtocols::Sctp => {
+            Some((port(0)?, port(2)?))
+        }
+        _ => Some((0, 0)),
     }
 }
 
 fn flow_of_ipv4(bytes: &[u8]) -> Option<Flow> {
     let ip = Ipv4Packet::new(bytes)?;
     let protocol = ip.get_next_level_protocol().0;
-    let (sport, dport) = match ip.get_next_level_protocol() {
-        IpNextHeaderProtocols::Tcp => {
-            let tcp = TcpPacket::new(ip.payload())?;
-            (tcp.get_source(), tcp.get_destination())
-        }
-        IpNextHeaderProtocols::Udp => {
-            let udp = UdpPacket::new(ip.payload())?;
-            (udp.get_source(), udp.get_destination())
-        }
-        // SCTP's common header starts with the two ports too.
-        IpNextHeaderProtocols::Sctp => {
-            let l4 = ip.payload();
-            let port = |i: usize| Some(u16::from_be_bytes([*l4.get(i)?, *l4.get(i + 1)?]));
-            (port(0)?, port(2)?)
-        }
-        _ => (0, 0),
-    };
+    let (sport, dport) = ports(ip.get_next_level_protocol(), ip.payload())?;
     Some(Flow {
         protocol,
         src: ip.get_source(),

@@ -232,6 +232,15 @@ const BAD: &[(&str, &str)] = &[
          `-a -t 192.168.1.50:8080 -r 10.244.1.30:8080 -m -w 1`",
     ),
     (
+        "dual-stack.yaml",
+        "tests/fixtures/bad/dual-stack.yaml:10:27: topology.nodes[0].ip[1]: node IP fd00:1::10 is IPv6, and the underlay has no IPv6 range (write `underlay: IPv4-CIDR,IPv6-CIDR`)\n\
+         tests/fixtures/bad/dual-stack.yaml:11:33: topology.nodes[0].podCIDR[1]: podCIDR fd00:99::/64 is not inside clusterCIDR fd00:10:244::/56\n\
+         tests/fixtures/bad/dual-stack.yaml:14:7: topology.nodes[1].podCIDR: node `node-b` has no IPv6 podCIDR, and the cluster is dual-stack (clusterCIDR fd00:10:244::/56): write `podCIDRs: [IPv4-CIDR, IPv6-CIDR]`, as node IPAM allocates one of each\n\
+         tests/fixtures/bad/dual-stack.yaml:19:33: topology.pods[0].ip: pod `a1` has no IPv6 address, and node `node-a` is dual-stack (podCIDR fd00:99::/64): write `ips: [IPv4, IPv6]`, as a dual-stack CNI gives each pod one of each\n\
+         tests/fixtures/bad/dual-stack.yaml:20:52: topology.pods[1].ip[1]: pod IP fd00:10:244:3::1 is the gateway of fd00:10:244:3::/64 (the node's cni0 bridge)\n\
+         tests/fixtures/bad/dual-stack.yaml:22:5: topology.external.ips: the second value must be IPv6, of the other family: `192.168.1.101` is not an IPv6 address",
+    ),
+    (
         "secondary-ips.yaml",
         "tests/fixtures/bad/secondary-ips.yaml:8:36: topology.nodes[0].secondaryIPs[1]: node IP 192.168.1.11 is already used by topology.nodes[1].ip\n\
          tests/fixtures/bad/secondary-ips.yaml:8:50: topology.nodes[0].secondaryIPs[2]: node IP 10.0.0.1 is outside the underlay 192.168.1.0/24\n\
@@ -239,11 +248,11 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "several-problems.yaml",
-        "tests/fixtures/bad/several-problems.yaml:6:18: topology.external.ip: `192.168.1.050` is not an IPv4 address (four decimal numbers 0-255, no leading zeros)\n\
+        "tests/fixtures/bad/several-problems.yaml:6:14: topology.external.ip: `192.168.1.050` is not an IPv4 address (four decimal numbers 0-255, no leading zeros)\n\
          tests/fixtures/bad/several-problems.yaml:9:7: topology.nodes[0].ip: `192.168.1.010` is not an IPv4 address (four decimal numbers 0-255, no leading zeros)\n\
          tests/fixtures/bad/several-problems.yaml:10:7: topology.nodes[0].podCIDR: `10.244.01.0` is not an IPv4 address (four decimal numbers 0-255, no leading zeros)\n\
          tests/fixtures/bad/several-problems.yaml:12:35: topology.pods[0].ip: `10.244.1.010` is not an IPv4 address (four decimal numbers 0-255, no leading zeros)\n\
-         tests/fixtures/bad/several-problems.yaml:12:73: topology.pods[0]: unknown field `colour`, expected one of `name`, `namespace`, `node`, `ip`, `labels`, `ports`\n\
+         tests/fixtures/bad/several-problems.yaml:12:73: topology.pods[0]: unknown field `colour`, expected one of `name`, `namespace`, `node`, `ip`, `ips`, `labels`, `ports`\n\
          tests/fixtures/bad/several-problems.yaml:16:7: services[0].spec.clusterIP: `10.96.0.010` is neither an IPv4 address (four decimal numbers 0-255, no leading zeros) nor \"None\"\n\
          tests/fixtures/bad/several-problems.yaml:17:26: services[0].spec.ports[0].protocol: unknown variant `tcp`, expected one of `TCP`, `UDP`, `SCTP`\n\
          tests/fixtures/bad/several-problems.yaml:21:37: probes[0].to.node: unknown node `node-z`\n\

@@ -314,3 +314,266 @@ fn cleanup_tells_a_reused_pid_from_the_owner() {
     assert!(!leftovers.iter().any(|n| n == own.name()), "{leftovers:?}");
     drop((own, stale));
 }
+
+const DUAL_STACK: &str = r#"
+name: dual-stack
+topology:
+  underlay: 192.168.1.0/24,fd00:1::/64
+  clusterCIDR: 10.244.0.0/16,fd00:10:244::/56
+  serviceCIDR: 10.96.0.0/12,fd00:10:96::/112
+  nodes:
+    - name: node-a
+      ips: [192.168.1.10, "fd00:1::10"]
+      podCIDRs: [10.244.1.0/24, "fd00:10:244:1::/64"]
+    - name: node-b
+      ips: [192.168.1.11, "fd00:1::11"]
+      podCIDRs: [10.244.2.0/24, "fd00:10:244:2::/64"]
+  pods:
+    - { name: a1, node: node-a, ips: [10.244.1.10, "fd00:10:244:1::10"] }
+    - { name: b1, node: node-b, ips: [10.244.2.10, "fd00:10:244:2::10"] }
+  external: { ips: [192.168.1.100, "fd00:1::100"] }
+"#;
+
+fn dual_stack() -> Scenario {
+    let s: Scenario = serde_yaml_ng::from_str(DUAL_STACK).expect("dual-stack scenario parses");
+    kpct::scenario::validate(&s).expect("dual-stack scenario is valid");
+    s
+}
+
+/// A UDP socket bound to `addr` inside namespace `ns`, whose reads give up after [`WAIT`].
+fn udp6_socket(ns: &kpct::netns::Netns, addr: std::net::SocketAddrV6) -> std::net::UdpSocket {
+    let socket = ns
+        .run(|| std::net::UdpSocket::bind(addr))
+        .unwrap()
+        .unwrap_or_else(|e| panic!("binding {addr} in {}: {e}", ns.name()));
+    socket.set_read_timeout(Some(WAIT)).unwrap();
+    socket
+}
+
+/// What a frame on a dual-stack topology's wire is, for the check that nothing but a probe's
+/// packets and the neighbour discovery they need is there. Multicast listener reports (MLD to
+/// ff02::16 after a hop-by-hop header, IGMPv3 to 224.0.0.22) are named as such: links send them
+/// when they come up, IPv4 ones too, and no capture can take them for a probe's packet.
+fn describe(frame: &kpct::capture::Frame) -> String {
+    if let Some(flow) = frame.flow6() {
+        let icmp_type = frame.bytes.get(14 + 40).copied().unwrap_or(0);
+        let mld_report = "ff02::16".parse::<std::net::Ipv6Addr>().unwrap();
+        return match (flow.protocol, icmp_type) {
+            (0, _) if flow.dst == mld_report => "listener-report".into(),
+            (58, 135) => "ndp-solicitation".into(),
+            (58, 136) => "ndp-advertisement".into(),
+            (58, t) => format!("icmpv6 type {t} {} -> {}", flow.src, flow.dst),
+            _ => format!(
+                "ipv6 proto {} [{}]:{} -> [{}]:{}",
+                flow.protocol, flow.src, flow.sport, flow.dst, flow.dport
+            ),
+        };
+    }
+    match frame.flow() {
+        Some(flow) if flow.dst == Ipv4Addr::new(224, 0, 0, 22) => "listener-report".into(),
+        Some(flow) => format!("ipv4 {flow}"),
+        None => format!("ethertype {:02x}{:02x}", frame.bytes[12], frame.bytes[13]),
+    }
+}
+
+/// IPv6 pod traffic between nodes rides flannel.1 inside the IPv4 underlay's VXLAN, as
+/// flannel's dual-stack vxlan backend carries it, and comes back. On the pod's port and on the
+/// underlay there is nothing else than the exchange, the neighbour discovery it needs and
+/// multicast listener reports: no router solicitation, no DAD probe, no other packet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_pod_traffic_crosses_nodes_inside_the_ipv4_vxlan_and_nothing_else() {
+    use std::net::{Ipv6Addr, SocketAddrV6};
+    let topo = Topology::build(&dual_stack())
+        .await
+        .expect("topology builds");
+    let a1 = topo.pod("a1").unwrap();
+    let b1 = topo.pod("b1").unwrap();
+    let node_b = topo.node("node-b").unwrap();
+    let (a1_ip, b1_ip) = (a1.ipv6.unwrap(), b1.ipv6.unwrap());
+    assert_eq!(b1_ip, "fd00:10:244:2::10".parse::<Ipv6Addr>().unwrap());
+
+    let mut on_b1_veth = Capture::open(&node_b.netns, &b1.host_veth).unwrap();
+    let mut on_node_b_underlay = Capture::open(&node_b.netns, "eth0").unwrap();
+    let server = udp6_socket(&b1.netns, SocketAddrV6::new(b1_ip, 8080, 0, 0));
+    let client = udp6_socket(&a1.netns, SocketAddrV6::new(a1_ip, 40000, 0, 0));
+    client
+        .send_to(b"probe", SocketAddrV6::new(b1_ip, 8080, 0, 0))
+        .unwrap();
+
+    let mut underlay_seen = Vec::new();
+    let encapsulated = on_node_b_underlay
+        .wait_for(WAIT, |f| {
+            underlay_seen.push(f.clone());
+            f.vxlan_inner(VXLAN_PORT)
+                .and_then(|inner| inner.flow6())
+                .is_some_and(|flow| (flow.src, flow.dst, flow.dport) == (a1_ip, b1_ip, 8080))
+        })
+        .unwrap()
+        .expect("the IPv6 packet crossed the underlay inside VXLAN (UDP 8472)");
+    let outer = encapsulated.flow().unwrap();
+    assert_eq!(
+        (outer.src, outer.dst, outer.dport),
+        (
+            Ipv4Addr::new(192, 168, 1, 10),
+            Ipv4Addr::new(192, 168, 1, 11),
+            VXLAN_PORT
+        ),
+        "the tunnel is the IPv4 one, node-a -> node-b"
+    );
+
+    let mut buf = [0u8; 64];
+    let (n, from) = server
+        .recv_from(&mut buf)
+        .expect("b1 received the datagram");
+    assert_eq!(
+        (&buf[..n], from),
+        (&b"probe"[..], SocketAddrV6::new(a1_ip, 40000, 0, 0).into())
+    );
+    server.send_to(b"reply", from).unwrap();
+    let (n, from) = client.recv_from(&mut buf).expect("a1 received the reply");
+    assert_eq!(
+        (&buf[..n], from),
+        (&b"reply"[..], SocketAddrV6::new(b1_ip, 8080, 0, 0).into())
+    );
+
+    // Everything both captures saw, up to what is queued now.
+    let mut veth_seen = Vec::new();
+    on_b1_veth
+        .wait_for(Duration::ZERO, |f| {
+            veth_seen.push(describe(f));
+            false
+        })
+        .unwrap();
+    on_node_b_underlay
+        .wait_for(Duration::ZERO, |f| {
+            underlay_seen.push(f.clone());
+            false
+        })
+        .unwrap();
+    let udp = |src: Ipv6Addr, sport, dst: Ipv6Addr, dport| {
+        format!("ipv6 proto 17 [{src}]:{sport} -> [{dst}]:{dport}")
+    };
+    let exchange = [
+        udp(a1_ip, 40000, b1_ip, 8080),
+        udp(b1_ip, 8080, a1_ip, 40000),
+    ];
+    let is_expected =
+        |d: &String| exchange.contains(d) || d.starts_with("ndp-") || d == "listener-report";
+    assert!(
+        veth_seen.iter().all(is_expected)
+            && veth_seen.iter().filter(|d| exchange.contains(d)).count() == 2,
+        "b1's port saw more than the exchange and its neighbour discovery: {veth_seen:#?}"
+    );
+    // The nodes resolve each other's underlay addresses by ARP, as before any IPv6.
+    let underlay: Vec<String> = underlay_seen
+        .iter()
+        .map(|f| match f.vxlan_inner(VXLAN_PORT) {
+            Some(inner) => format!("vxlan {}", describe(&inner)),
+            None => describe(f),
+        })
+        .filter(|d| d != "listener-report" && d != "ethertype 0806")
+        .collect();
+    assert_eq!(
+        underlay,
+        exchange
+            .iter()
+            .map(|d| format!("vxlan {d}"))
+            .collect::<Vec<_>>(),
+        "the underlay carried exactly the exchange (the VTEPs' neighbours are permanent)"
+    );
+}
+
+/// The external client and the nodes reach each other over the IPv6 underlay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ipv6_underlay_connects_the_external_client_and_the_nodes() {
+    use std::net::SocketAddrV6;
+    let topo = Topology::build(&dual_stack())
+        .await
+        .expect("topology builds");
+    let ext = topo.external().unwrap();
+    let node_a = topo.node("node-a").unwrap();
+    let node_ip = node_a.ipv6.unwrap();
+    let server = udp6_socket(&node_a.netns, SocketAddrV6::new(node_ip, 9000, 0, 0));
+    let client = udp6_socket(
+        &ext.netns,
+        SocketAddrV6::new(ext.ipv6.unwrap(), 41000, 0, 0),
+    );
+    client
+        .send_to(b"hello", SocketAddrV6::new(node_ip, 9000, 0, 0))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    let (n, from) = server.recv_from(&mut buf).expect("node-a received it");
+    assert_eq!(&buf[..n], b"hello");
+    server.send_to(b"back", from).unwrap();
+    let (n, _) = client
+        .recv_from(&mut buf)
+        .expect("the client got the answer");
+    assert_eq!(&buf[..n], b"back");
+}
+
+/// IPv6 runs only in the namespaces of a scenario with an IPv6 range, and there with fixed
+/// link-local addresses (EUI-64 of the fixed MACs) that no build changes and none tentative.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_is_off_in_ipv4_scenarios_and_fixed_in_dual_stack_ones() {
+    let v4 = Topology::build(&scenario()).await.unwrap();
+    let pod = &v4.pods()[0];
+    let disabled = pod
+        .netns
+        .run(|| std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/disable_ipv6"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        disabled.trim(),
+        "1",
+        "an IPv4 scenario's pod has IPv6 disabled"
+    );
+    drop(v4);
+
+    let addresses = |topo: &Topology| -> Vec<String> {
+        let pod = topo.pod("a1").unwrap();
+        let out = pod
+            .netns
+            .exec("ip", &["-6", "-o", "addr", "show", "dev", "eth0"])
+            .unwrap();
+        out.lines()
+            .map(|l| {
+                l.split_whitespace()
+                    .skip(2)
+                    .take(4)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    };
+    let first = Topology::build(&dual_stack()).await.unwrap();
+    let second = Topology::build(&dual_stack()).await.unwrap();
+    let (one, two) = (addresses(&first), addresses(&second));
+    assert_eq!(one, two, "every build gives the same IPv6 addresses");
+    let mac = first.pod("a1").unwrap().mac;
+    let eui64 = format!(
+        "fe80::{:02x}{:02x}:{:02x}ff:fe{:02x}:{:02x}{:02x}/64",
+        mac[0] ^ 2,
+        mac[1],
+        mac[2],
+        mac[3],
+        mac[4],
+        mac[5]
+    );
+    let eui64 = eui64.replace("::0", "::").replace(":0", ":");
+    assert!(
+        one.iter().any(|a| a.contains("fd00:10:244:1::10/64"))
+            && one.iter().any(|a| a.contains(&eui64)),
+        "a1 has its IPv6 address and the EUI-64 link-local {eui64}: {one:?}"
+    );
+    let tentative = first
+        .pod("a1")
+        .unwrap()
+        .netns
+        .exec("ip", &["-6", "addr", "show", "tentative"])
+        .unwrap();
+    assert_eq!(
+        tentative.trim(),
+        "",
+        "no address waits on duplicate address detection"
+    );
+}

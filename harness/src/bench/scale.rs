@@ -21,8 +21,9 @@ use crate::programming::tools::IptablesBackend;
 use crate::programming::{self, Programming, Step};
 use crate::proxier::Proxier;
 use crate::scenario::{
-    self, ContainerPort, Endpoint, EndpointConditions, EndpointPort, EndpointSlice, Protocol,
-    Scenario, Service, ServicePort, ServiceSpec, ServiceType, SessionAffinity, TargetPort,
+    self, ContainerPort, DualIp, Endpoint, EndpointConditions, EndpointPort, EndpointSlice,
+    Protocol, Scenario, Service, ServicePort, ServiceSpec, ServiceType, SessionAffinity,
+    TargetPort,
 };
 use crate::topology::Topology;
 use anyhow::{bail, Context, Result};
@@ -121,10 +122,13 @@ pub fn scale_scenario(
         name: CLIENT_POD.into(),
         namespace: "default".into(),
         node: first_node.name.clone(),
-        ip: first_node
-            .pod_cidr
-            .nth(250)
-            .context("the first node's podCIDR has no .250")?,
+        ip: DualIp::v4(
+            first_node
+                .pod_cidr
+                .v4
+                .nth(250)
+                .context("the first node's podCIDR has no .250")?,
+        ),
         labels: Default::default(),
         ports: Vec::new(),
     };
@@ -139,7 +143,7 @@ pub fn scale_scenario(
             .iter()
             .find(|p| p.name == pod_name(node, slot))
             .expect("synthetic_scenario names its pods pod-NODE-SLOT");
-        (pod.ip, pod.node.clone())
+        (pod.ip.v4, pod.node.clone())
     };
     let mut service_list = Vec::with_capacity(services);
     let mut slices = Vec::with_capacity(services);
@@ -147,6 +151,7 @@ pub fn scale_scenario(
         let cluster_ip = scenario
             .topology
             .service_cidr
+            .v4
             .nth(10 + s as u32)
             .context("service CIDR too small")?;
         service_list.push(Service {
@@ -361,7 +366,7 @@ pub async fn run_one<P: Proxier + ?Sized>(
         .iter()
         .filter(|p| p.name != CLIENT_POD)
     {
-        let dst = SocketAddrV4::new(pod.ip, TARGET_PORT);
+        let dst = SocketAddrV4::new(pod.ip.v4, TARGET_PORT);
         client
             .netns
             .run(move || connect_and_read(dst, timeout))?
@@ -743,7 +748,7 @@ mod tests {
             .topology
             .pods
             .iter()
-            .map(|p| (p.ip, p.node.as_str()))
+            .map(|p| (p.ip.v4, p.node.as_str()))
             .collect();
         assert_eq!(pod_ips.len(), 31, "pod IPs are unique");
 

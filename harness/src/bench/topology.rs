@@ -1,7 +1,7 @@
 //! `kpct bench topology`: setup and teardown cost of nodes and pods.
 
 use super::ms;
-use crate::scenario::{Ipv4Cidr, Node, Pod, Scenario, Topology as TopologySpec};
+use crate::scenario::{DualCidr, DualIp, Ipv4Cidr, Node, Pod, Scenario, Topology as TopologySpec};
 use crate::topology::Topology;
 use anyhow::Result;
 use std::fmt::Write as _;
@@ -13,13 +13,13 @@ pub fn synthetic_scenario(nodes: u8, pods_per_node: u8) -> Scenario {
     let node_specs: Vec<Node> = (0..nodes)
         .map(|i| Node {
             name: format!("node-{i}"),
-            ip: Ipv4Addr::new(192, 168, 1, 10 + i),
+            ip: DualIp::v4(Ipv4Addr::new(192, 168, 1, 10 + i)),
             secondary_ips: Vec::new(),
             existing_ipvs: String::new(),
-            pod_cidr: Ipv4Cidr {
+            pod_cidr: DualCidr::v4(Ipv4Cidr {
                 addr: Ipv4Addr::new(10, 244, i, 0),
                 prefix_len: 24,
-            },
+            }),
         })
         .collect();
     let pods = (0..nodes)
@@ -28,7 +28,7 @@ pub fn synthetic_scenario(nodes: u8, pods_per_node: u8) -> Scenario {
                 name: format!("pod-{i}-{j}"),
                 namespace: "default".into(),
                 node: format!("node-{i}"),
-                ip: Ipv4Addr::new(10, 244, i, 10 + j),
+                ip: DualIp::v4(Ipv4Addr::new(10, 244, i, 10 + j)),
                 labels: Default::default(),
                 ports: Vec::new(),
             })
@@ -38,18 +38,18 @@ pub fn synthetic_scenario(nodes: u8, pods_per_node: u8) -> Scenario {
         name: format!("bench-{nodes}x{pods_per_node}"),
         description: String::new(),
         topology: TopologySpec {
-            underlay: Ipv4Cidr {
+            underlay: DualCidr::v4(Ipv4Cidr {
                 addr: Ipv4Addr::new(192, 168, 1, 0),
                 prefix_len: 24,
-            },
-            cluster_cidr: Ipv4Cidr {
+            }),
+            cluster_cidr: DualCidr::v4(Ipv4Cidr {
                 addr: Ipv4Addr::new(10, 244, 0, 0),
                 prefix_len: 16,
-            },
-            service_cidr: Ipv4Cidr {
+            }),
+            service_cidr: DualCidr::v4(Ipv4Cidr {
                 addr: Ipv4Addr::new(10, 96, 0, 0),
                 prefix_len: 12,
-            },
+            }),
             service_node_port_range: crate::scenario::PortRange::DEFAULT_NODE_PORTS,
             nodes: node_specs,
             pods,

@@ -157,7 +157,7 @@ fn destination(
             let ip = if probe.from.node_localhost.is_some() {
                 Ipv4Addr::LOCALHOST
             } else {
-                node.ip
+                node.ip.v4
             };
             (ip, np, Some(node_name))
         }
@@ -168,7 +168,7 @@ fn destination(
                 .health_check_node_port
                 .ok_or_else(|| anyhow!("service {ns}/{name} has no healthCheckNodePort"))?;
             // kube-proxy's health server speaks HTTP: TCP whatever the service's protocol.
-            return Ok((Protocol::Tcp, node.ip, hc, Some(node_name)));
+            return Ok((Protocol::Tcp, node.ip.v4, hc, Some(node_name)));
         }
         Via::ExternalIP => {
             let ip = *svc

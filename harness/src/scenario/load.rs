@@ -117,7 +117,7 @@ pub fn parse_for(
             !outcome
                 .stand_ins
                 .iter()
-                .any(|stand_in| issue.path.segments().starts_with(stand_in))
+                .any(|stand_in| starts_with_fields(issue.path.segments(), stand_in))
         });
     problems.extend(issues.map(|issue| Problem {
         origin: origin.to_owned(),
@@ -149,6 +149,19 @@ pub fn validate(scenario: &Scenario) -> Result<(), ScenarioError> {
     } else {
         Err(ScenarioError::Invalid { problems })
     }
+}
+
+/// Whether `path` (a check's, in field names) lies at or under `file_path` (serde's, as the
+/// file spells the keys, perhaps by an alias).
+fn starts_with_fields(path: &[Seg], file_path: &[Seg]) -> bool {
+    path.len() >= file_path.len()
+        && path
+            .iter()
+            .zip(file_path)
+            .all(|(seg, file_seg)| match (seg, file_seg) {
+                (Seg::Key(field), Seg::Key(key)) => spells(key, field),
+                _ => seg == file_seg,
+            })
 }
 
 /// Where a serde problem is and what it says, in the file's terms.
@@ -320,7 +333,7 @@ impl<'de> Visitor<'de> for Walk<'_> {
         // The key itself is the target when the path ends here, so its mark is reported.
         let fail_on = if rest.is_empty() { wanted } else { None };
         while let Some(key) = map.next_key_seed(Key { fail_on })? {
-            if Some(key.as_str()) == wanted {
+            if wanted.is_some_and(|w| spells(&key, w)) {
                 map.next_value_seed(Walk { path: rest })?;
             } else {
                 map.next_value::<IgnoredAny>()?;
@@ -340,7 +353,15 @@ impl Walk<'_> {
     }
 }
 
-/// A mapping key as text; fails with [`FOUND`] when it equals `fail_on`.
+/// Whether `key` in the file is `field`, under its name or its alias.
+fn spells(key: &str, field: &str) -> bool {
+    key == field
+        || crate::scenario::model::ALIASES
+            .iter()
+            .any(|&(name, alias)| name == field && alias == key)
+}
+
+/// A mapping key as text; fails with [`FOUND`] when it spells `fail_on`.
 struct Key<'k> {
     fail_on: Option<&'k str>,
 }
@@ -360,7 +381,7 @@ impl<'de> Visitor<'de> for Key<'_> {
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
-        if self.fail_on == Some(v) {
+        if self.fail_on.is_some_and(|f| spells(v, f)) {
             Err(E::custom(FOUND))
         } else {
             Ok(v.to_owned())

@@ -1,3 +1,6 @@
+#[macro_use]
+mod serde_string;
+mod cidr;
 mod conventions;
 mod files;
 mod load;

@@ -8,92 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-/// Serializes a type as its `Display` text and deserializes it with its `FromStr`, whose
-/// error becomes the message: the scenario format writes these values as strings.
-macro_rules! serde_as_string {
-    ($t:ty) => {
-        impl Serialize for $t {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_str(self)
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $t {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = String::deserialize(d)?;
-                s.parse().map_err(serde::de::Error::custom)
-            }
-        }
-    };
-}
-
-/// An IPv4 prefix such as `10.244.1.0/24`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Ipv4Cidr {
-    pub addr: Ipv4Addr,
-    pub prefix_len: u8,
-}
-
-impl Ipv4Cidr {
-    pub fn new(addr: Ipv4Addr, prefix_len: u8) -> Option<Self> {
-        (prefix_len <= 32).then_some(Self { addr, prefix_len })
-    }
-
-    pub fn mask(&self) -> u32 {
-        if self.prefix_len == 0 {
-            0
-        } else {
-            u32::MAX << (32 - u32::from(self.prefix_len))
-        }
-    }
-
-    /// The network address (host bits cleared).
-    pub fn network(&self) -> Ipv4Addr {
-        Ipv4Addr::from(u32::from(self.addr) & self.mask())
-    }
-
-    pub fn contains(&self, ip: Ipv4Addr) -> bool {
-        u32::from(ip) & self.mask() == u32::from(self.network())
-    }
-
-    /// The `n`-th address of the prefix (0 = network address).
-    pub fn nth(&self, n: u32) -> Option<Ipv4Addr> {
-        let size = if self.prefix_len == 0 {
-            u64::from(u32::MAX) + 1
-        } else {
-            1u64 << (32 - u32::from(self.prefix_len))
-        };
-        (u64::from(n) < size).then(|| Ipv4Addr::from(u32::from(self.network()) + n))
-    }
-}
-
-impl std::fmt::Display for Ipv4Cidr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix_len)
-    }
-}
-
-/// What an IPv4 address must look like, for messages: std's parser refuses leading zeros,
-/// which other parsers read as octal, and only says the syntax is wrong.
-pub(crate) const IPV4_FORM: &str = "four decimal numbers 0-255, no leading zeros";
-
-impl std::str::FromStr for Ipv4Cidr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (a, p) = s
-            .split_once('/')
-            .ok_or_else(|| format!("`{s}` is not a CIDR (expected a.b.c.d/len)"))?;
-        let addr: Ipv4Addr = a
-            .parse()
-            .map_err(|_| format!("`{a}` is not an IPv4 address ({IPV4_FORM})"))?;
-        let prefix_len: u8 = p
-            .parse()
-            .map_err(|_| format!("`{p}` is not a prefix length"))?;
-        Ipv4Cidr::new(addr, prefix_len).ok_or_else(|| format!("prefix length {p} is over 32"))
-    }
-}
-
-serde_as_string!(Ipv4Cidr);
+pub use super::cidr::{DualCidr, DualIp, Ipv4Cidr, Ipv6Cidr, IPV4_FORM};
 
 /// A port range as the API server's `--service-node-port-range` takes it: `30000-32767` (or
 /// `BASE+SIZE`, e.g. `3000+100` for 3000-3100, as in k8s.io/apimachinery/pkg/util/net ParsePortRange).
@@ -146,6 +61,15 @@ impl std::str::FromStr for PortRange {
 }
 
 serde_as_string!(PortRange);
+
+/// Fields that a file may also spell with their alias (`field`, `alias`): the plural that
+/// Kubernetes uses for a value per family. Locating a problem in the file tries both.
+pub(crate) const ALIASES: &[(&str, &str)] = &[
+    ("ip", "ips"),
+    ("podCIDR", "podCIDRs"),
+    ("clusterCIDR", "clusterCIDRs"),
+    ("serviceCIDR", "serviceCIDRs"),
+];
 
 /// A whole scenario file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -227,14 +151,19 @@ pub struct Deletions {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Topology {
-    /// The underlay subnet shared by node IPs and the external client.
-    pub underlay: Ipv4Cidr,
-    /// The cluster's pod CIDR; every node's podCIDR lies inside it.
-    #[serde(rename = "clusterCIDR")]
-    pub cluster_cidr: Ipv4Cidr,
-    /// The service CIDR (ClusterIPs lie inside it). Informational for proxiers.
-    #[serde(rename = "serviceCIDR", default = "default_service_cidr")]
-    pub service_cidr: Ipv4Cidr,
+    /// The underlay subnet shared by node IPs and the external client; `IPv4,IPv6` for a
+    /// dual-stack underlay.
+    pub underlay: DualCidr,
+    /// The cluster's pod CIDR per family (`--cluster-cidr`); every node's podCIDRs lie inside.
+    #[serde(rename = "clusterCIDR", alias = "clusterCIDRs")]
+    pub cluster_cidr: DualCidr,
+    /// The service CIDR per family (ClusterIPs lie inside it). Informational for proxiers.
+    #[serde(
+        rename = "serviceCIDR",
+        alias = "serviceCIDRs",
+        default = "default_service_cidr"
+    )]
+    pub service_cidr: DualCidr,
     /// The API server's `--service-node-port-range`: where nodePorts and healthCheckNodePorts
     /// must lie (default 30000-32767).
     #[serde(default = "default_node_port_range")]
@@ -250,19 +179,20 @@ fn default_node_port_range() -> PortRange {
     PortRange::DEFAULT_NODE_PORTS
 }
 
-fn default_service_cidr() -> Ipv4Cidr {
-    Ipv4Cidr {
+fn default_service_cidr() -> DualCidr {
+    DualCidr::v4(Ipv4Cidr {
         addr: Ipv4Addr::new(10, 96, 0, 0),
         prefix_len: 12,
-    }
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Node {
     pub name: String,
-    /// The node's underlay address (its InternalIP).
-    pub ip: Ipv4Addr,
+    /// The node's underlay address per family (its InternalIPs): `ip`, or `ips: [IPv4, IPv6]`.
+    #[serde(alias = "ips")]
+    pub ip: DualIp,
     /// More underlay addresses on the same interface (kernel-secondary: the node still sources
     /// its own traffic from `ip`), e.g. a second address serving NodePorts.
     #[serde(
@@ -271,8 +201,9 @@ pub struct Node {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub secondary_ips: Vec<Ipv4Addr>,
-    #[serde(rename = "podCIDR")]
-    pub pod_cidr: Ipv4Cidr,
+    /// `podCIDR`, or `podCIDRs: [IPv4, IPv6]` on a dual-stack node.
+    #[serde(rename = "podCIDR", alias = "podCIDRs")]
+    pub pod_cidr: DualCidr,
     /// IPVS services on the node before any proxier runs (another load balancer's, such as
     /// keepalived's), in `ipvsadm -Sn` lines, with `net.ipv4.vs.conntrack=1` as such a load
     /// balancer sets on a node with netfilter. Needs IP_VS in the kernel, in every mode.
@@ -287,7 +218,7 @@ pub struct Node {
 impl Node {
     /// Whether `ip` is one of the node's underlay addresses (`ip` or a secondary one).
     pub fn owns(&self, ip: Ipv4Addr) -> bool {
-        self.ip == ip || self.secondary_ips.contains(&ip)
+        self.ip.v4 == ip || self.secondary_ips.contains(&ip)
     }
 }
 
@@ -298,8 +229,10 @@ pub struct Pod {
     #[serde(default = "default_namespace")]
     pub namespace: String,
     pub node: String,
-    /// Must lie in the node's podCIDR and not be its network, gateway (.1) or broadcast address.
-    pub ip: Ipv4Addr,
+    /// Must lie in the node's podCIDR and not be its network, gateway (.1) or broadcast address;
+    /// `ips: [IPv4, IPv6]` (`podIPs`) on a dual-stack node, the IPv6 one in its IPv6 podCIDR.
+    #[serde(alias = "ips")]
+    pub ip: DualIp,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
     /// Container ports the pod listens on (an echo server answers on each).
@@ -322,7 +255,9 @@ pub struct ContainerPort {
 pub struct External {
     #[serde(default = "default_external_name")]
     pub name: String,
-    pub ip: Ipv4Addr,
+    /// `ip`, or `ips: [IPv4, IPv6]` on a dual-stack underlay.
+    #[serde(alias = "ips")]
+    pub ip: DualIp,
 }
 
 fn default_external_name() -> String {

@@ -17,16 +17,16 @@ const DEFAULT_AFFINITY_TIMEOUT_SECONDS: u32 = 10800;
 /// The cluster as every node's proxier sees it.
 pub fn cluster_state(s: &Scenario) -> ClusterState {
     ClusterState {
-        cluster_cidr: s.topology.cluster_cidr,
-        service_cidr: s.topology.service_cidr,
+        cluster_cidr: s.topology.cluster_cidr.v4,
+        service_cidr: s.topology.service_cidr.v4,
         nodes: s
             .topology
             .nodes
             .iter()
             .map(|n| NodeInfo {
                 name: n.name.clone(),
-                ip: n.ip,
-                pod_cidr: n.pod_cidr,
+                ip: n.ip.v4,
+                pod_cidr: n.pod_cidr.v4,
             })
             .collect(),
         service_ports: service_ports(s),
@@ -39,18 +39,21 @@ pub fn node_context(s: &Scenario, node: &str) -> Option<NodeContext> {
     let n = s.topology.nodes.iter().find(|n| n.name == node)?;
     // The addresses the topology engine puts on eth0 (ip and secondaryIPs), flannel.1 (the podCIDR's network address,
     // as flannel assigns its VTEP) and cni0 (the podCIDR's first host, the pods' gateway).
-    let mut local_addresses: Vec<Ipv4Addr> =
-        [Some(n.ip), Some(n.pod_cidr.network()), n.pod_cidr.nth(1)]
-            .into_iter()
-            .flatten()
-            .chain(n.secondary_ips.iter().copied())
-            .collect();
+    let mut local_addresses: Vec<Ipv4Addr> = [
+        Some(n.ip.v4),
+        Some(n.pod_cidr.v4.network()),
+        n.pod_cidr.v4.nth(1),
+    ]
+    .into_iter()
+    .flatten()
+    .chain(n.secondary_ips.iter().copied())
+    .collect();
     local_addresses.sort();
     local_addresses.dedup();
     Some(NodeContext {
         name: n.name.clone(),
-        node_ip: n.ip,
-        pod_cidr: n.pod_cidr,
+        node_ip: n.ip.v4,
+        pod_cidr: n.pod_cidr.v4,
         local_addresses,
     })
 }
@@ -213,7 +216,7 @@ fn endpoint_info(s: &Scenario, ep: &Endpoint, port: u16) -> Option<EndpointInfo>
         s.topology
             .pods
             .iter()
-            .find(|pod| pod.ip == ip)
+            .find(|pod| pod.ip.v4 == ip)
             .map(|pod| pod.node.clone())
     });
     Some(EndpointInfo {
@@ -248,7 +251,7 @@ fn selector_endpoints(s: &Scenario, svc: &Service, port: &ServicePort) -> Vec<En
                 Some(TargetPort::Name(name)) => named_port(pod, name, port.protocol)?,
             };
             Some(EndpointInfo {
-                ip: pod.ip,
+                ip: pod.ip.v4,
                 port: target,
                 node_name: Some(pod.node.clone()),
                 ready: true,
@@ -285,7 +288,7 @@ mod tests {
             name: name.into(),
             namespace: "default".into(),
             node: node.into(),
-            ip: ip(addr),
+            ip: DualIp::v4(ip(addr)),
             labels: labels(&[("app", app)]),
             ports,
         }
@@ -335,24 +338,24 @@ mod tests {
             name: "t".into(),
             description: String::new(),
             topology: Topology {
-                underlay: cidr("192.168.1.0/24"),
-                cluster_cidr: cidr("10.244.0.0/16"),
-                service_cidr: cidr("10.96.0.0/12"),
+                underlay: DualCidr::v4(cidr("192.168.1.0/24")),
+                cluster_cidr: DualCidr::v4(cidr("10.244.0.0/16")),
+                service_cidr: DualCidr::v4(cidr("10.96.0.0/12")),
                 service_node_port_range: crate::scenario::PortRange::DEFAULT_NODE_PORTS,
                 nodes: vec![
                     Node {
                         name: "node-a".into(),
-                        ip: ip("192.168.1.10"),
+                        ip: DualIp::v4(ip("192.168.1.10")),
                         secondary_ips: Vec::new(),
                         existing_ipvs: String::new(),
-                        pod_cidr: cidr("10.244.1.0/24"),
+                        pod_cidr: DualCidr::v4(cidr("10.244.1.0/24")),
                     },
                     Node {
                         name: "node-b".into(),
-                        ip: ip("192.168.1.11"),
+                        ip: DualIp::v4(ip("192.168.1.11")),
                         secondary_ips: Vec::new(),
                         existing_ipvs: String::new(),
-                        pod_cidr: cidr("10.244.2.0/24"),
+                        pod_cidr: DualCidr::v4(cidr("10.244.2.0/24")),
                     },
                 ],
                 pods,

@@ -3,6 +3,7 @@
 use crate::netns::Netns;
 use anyhow::{anyhow, Context, Result};
 use futures::TryStreamExt;
+use netlink_packet_route::address::AddressHeaderFlags;
 use netlink_packet_route::link::{InfoData, InfoVeth, LinkAttribute, LinkMessage};
 use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourFlags};
 use rtnetlink::{Handle, LinkBridge, LinkUnspec, LinkVeth, LinkVxlan, RouteMessageBuilder};
@@ -179,19 +180,37 @@ impl NetlinkNs {
             .with_context(|| self.ctx(&format!("creating vxlan {name} (VNI {vni}, port {port})")))
     }
 
-    pub async fn add_address(&self, dev: &str, addr: Ipv4Addr, prefix_len: u8) -> Result<()> {
+    /// Adds an address; an IPv6 one without duplicate address detection (`nodad`), so it is
+    /// usable at once and puts no neighbour solicitation on the wire.
+    pub async fn add_address(
+        &self,
+        dev: &str,
+        addr: impl Into<IpAddr>,
+        prefix_len: u8,
+    ) -> Result<()> {
+        let addr = addr.into();
         let index = self.index_of(dev).await?;
-        self.handle
-            .address()
-            .add(index, IpAddr::V4(addr), prefix_len)
-            .execute()
+        let mut req = self.handle.address().add(index, addr, prefix_len);
+        if addr.is_ipv6() {
+            req.message_mut().header.flags |= AddressHeaderFlags::Nodad;
+        }
+        req.execute()
             .await
             .with_context(|| self.ctx(&format!("adding {addr}/{prefix_len} to {dev}")))
     }
 
-    pub async fn add_default_route(&self, gateway: Ipv4Addr) -> Result<()> {
-        let msg = RouteMessageBuilder::<Ipv4Addr>::new()
+    pub async fn add_default_route(&self, gateway: impl Into<IpAddr>) -> Result<()> {
+        let gateway = gateway.into();
+        let any = match gateway {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+        };
+        let invalid = |e| anyhow!("{}", self.ctx(&format!("default route via {gateway}: {e}")));
+        let msg = RouteMessageBuilder::<IpAddr>::new()
+            .destination_prefix(any, 0)
+            .map_err(invalid)?
             .gateway(gateway)
+            .map_err(invalid)?
             .build();
         self.handle
             .route()
@@ -222,15 +241,24 @@ impl NetlinkNs {
     /// `ip route add DST/LEN via GW dev DEV onlink` — flannel's route to a remote pod CIDR.
     pub async fn add_onlink_route(
         &self,
-        dst: Ipv4Addr,
+        dst: impl Into<IpAddr>,
         prefix_len: u8,
-        gateway: Ipv4Addr,
+        gateway: impl Into<IpAddr>,
         dev: &str,
     ) -> Result<()> {
+        let (dst, gateway) = (dst.into(), gateway.into());
         let index = self.index_of(dev).await?;
-        let msg = RouteMessageBuilder::<Ipv4Addr>::new()
+        let invalid = |e| {
+            anyhow!(
+                "{}",
+                self.ctx(&format!("route {dst}/{prefix_len} via {gateway}: {e}"))
+            )
+        };
+        let msg = RouteMessageBuilder::<IpAddr>::new()
             .destination_prefix(dst, prefix_len)
+            .map_err(invalid)?
             .gateway(gateway)
+            .map_err(invalid)?
             .output_interface(index)
             .onlink()
             .build();
@@ -247,11 +275,17 @@ impl NetlinkNs {
     }
 
     /// `ip neigh add IP lladdr MAC dev DEV nud permanent`.
-    pub async fn add_neighbour(&self, dev: &str, ip: Ipv4Addr, mac: [u8; 6]) -> Result<()> {
+    pub async fn add_neighbour(
+        &self,
+        dev: &str,
+        ip: impl Into<IpAddr>,
+        mac: [u8; 6],
+    ) -> Result<()> {
+        let ip = ip.into();
         let index = self.index_of(dev).await?;
         self.handle
             .neighbours()
-            .add(index, IpAddr::V4(ip))
+            .add(index, ip)
             .link_layer_address(&mac)
             .execute()
             .await

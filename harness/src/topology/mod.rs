@@ -18,10 +18,10 @@ pub use link::NetlinkNs;
 
 use crate::caps::BRIDGE_NF_CALL_IPTABLES;
 use crate::netns::{install_signal_cleanup, Netns};
-use crate::scenario::{Ipv4Cidr, Scenario};
+use crate::scenario::{Ipv4Cidr, Ipv6Cidr, Scenario};
 use anyhow::{anyhow, bail, Context, Result};
 use naming::*;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 /// A node namespace and what identifies it on the wire.
@@ -32,6 +32,10 @@ pub struct NodeNs {
     /// Further eth0 addresses, added after `ip` so the kernel keeps `ip` primary.
     pub secondary_ips: Vec<Ipv4Addr>,
     pub pod_cidr: Ipv4Cidr,
+    /// The node's IPv6 underlay address, in a dual-stack underlay.
+    pub ipv6: Option<Ipv6Addr>,
+    /// The IPv6 podCIDR of a dual-stack node.
+    pub pod_cidr_v6: Option<Ipv6Cidr>,
     pub vtep_mac: [u8; 6],
     pub netns: Netns,
 }
@@ -51,6 +55,16 @@ impl NodeNs {
     pub fn gateway_ip(&self) -> Ipv4Addr {
         nth_or_network(self.pod_cidr, 1)
     }
+
+    /// The IPv6 flannel.1 address: the IPv6 podCIDR's network address, as for IPv4.
+    pub fn vtep_ip_v6(&self) -> Option<Ipv6Addr> {
+        self.pod_cidr_v6.map(|c| c.network())
+    }
+
+    /// The IPv6 cni0 address (`::1` of the IPv6 podCIDR), the pods' IPv6 default gateway.
+    pub fn gateway_ip_v6(&self) -> Option<Ipv6Addr> {
+        self.pod_cidr_v6.and_then(|c| c.nth(1))
+    }
 }
 
 #[derive(Debug)]
@@ -58,6 +72,8 @@ pub struct PodNs {
     pub name: String,
     pub node: String,
     pub ip: Ipv4Addr,
+    /// The pod's IPv6 address on a dual-stack node.
+    pub ipv6: Option<Ipv6Addr>,
     pub mac: [u8; 6],
     /// The pod's veth on the node side (attached to cni0), where arriving packets are captured.
     pub host_veth: String,
@@ -68,6 +84,7 @@ pub struct PodNs {
 pub struct ExternalNs {
     pub name: String,
     pub ip: Ipv4Addr,
+    pub ipv6: Option<Ipv6Addr>,
     pub mac: [u8; 6],
     pub netns: Netns,
 }
@@ -86,6 +103,7 @@ pub struct BuildTimings {
 #[derive(Debug)]
 pub struct Topology {
     prefix: RunPrefix,
+    ipv6: Ipv6,
     // Field order is drop order: leaves first, the fabric last.
     pods: Vec<PodNs>,
     nodes: Vec<NodeNs>,
@@ -105,6 +123,8 @@ impl Topology {
         install_signal_cleanup();
         let topo = &scenario.topology;
         let mut timings = BuildTimings::default();
+        let ipv6 = Ipv6::of(topo);
+        let create_ns = |name: &str| create_ns(name, ipv6);
 
         let started = Instant::now();
         let fabric = create_ns(&prefix.fabric())?;
@@ -122,13 +142,15 @@ impl Topology {
             let netns = create_ns(&prefix.node(&node.name))?;
             let built = NodeNs {
                 name: node.name.clone(),
-                ip: node.ip,
+                ip: node.ip.v4,
                 secondary_ips: node.secondary_ips.clone(),
-                pod_cidr: node.pod_cidr,
+                pod_cidr: node.pod_cidr.v4,
+                ipv6: node.ip.v6,
+                pod_cidr_v6: node.pod_cidr.v6,
                 vtep_mac: mac_for(&format!("node/{}/{VXLAN_IF}", node.name)),
                 netns,
             };
-            build_node(&fabric_nl, index, &built, topo.underlay).await?;
+            build_node(&fabric_nl, index, &built, &topo.underlay).await?;
             add_existing_ipvs(&built, &node.existing_ipvs)?;
             nodes.push(built);
             timings.per_node.push(started.elapsed());
@@ -152,7 +174,8 @@ impl Topology {
             let built = PodNs {
                 name: pod.name.clone(),
                 node: pod.node.clone(),
-                ip: pod.ip,
+                ip: pod.ip.v4,
+                ipv6: pod.ip.v6,
                 mac: mac_for(&format!("pod/{}/{POD_IF}", pod.name)),
                 host_veth: node_port_for_pod(*slot),
                 netns: create_ns(&prefix.pod(&pod.name))?,
@@ -168,11 +191,12 @@ impl Topology {
             Some(ext) => {
                 let built = ExternalNs {
                     name: ext.name.clone(),
-                    ip: ext.ip,
+                    ip: ext.ip.v4,
+                    ipv6: ext.ip.v6,
                     mac: mac_for(&format!("external/{}/eth0", ext.name)),
                     netns: create_ns(&prefix.external(&ext.name))?,
                 };
-                build_external(&fabric_nl, &built, topo.underlay).await?;
+                build_external(&fabric_nl, &built, &topo.underlay).await?;
                 Some(built)
             }
             None => None,
@@ -181,6 +205,7 @@ impl Topology {
 
         Ok(Topology {
             prefix,
+            ipv6,
             pods,
             nodes,
             external,
@@ -244,8 +269,10 @@ impl Topology {
             ip: built.ip,
             secondary_ips: built.secondary_ips.clone(),
             pod_cidr: built.pod_cidr,
+            ipv6: built.ipv6,
+            pod_cidr_v6: built.pod_cidr_v6,
             vtep_mac: built.vtep_mac,
-            netns: create_ns(&self.prefix.twin(&node.name))?,
+            netns: create_ns(&self.prefix.twin(&node.name), self.ipv6)?,
         };
         add_existing_ipvs(&twin, &node.existing_ipvs)?;
         Ok(twin)
@@ -297,17 +324,66 @@ impl Topology {
     }
 }
 
-/// Creates a namespace of the topology. IPv6 is off before any link exists: the suite is
-/// IPv4-only, and link-local chatter (MLD reports, duplicate address detection) would put
-/// bytes on the wire that differ from run to run.
-fn create_ns(name: &str) -> Result<Netns> {
+/// Whether a topology's namespaces run IPv6: only when the scenario has an IPv6 range, so an
+/// IPv4 scenario's namespaces carry no IPv6 at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ipv6 {
+    Off,
+    On,
+}
+
+impl Ipv6 {
+    fn of(topo: &crate::scenario::Topology) -> Ipv6 {
+        let dual = [topo.underlay.v6.is_some(), topo.cluster_cidr.v6.is_some()];
+        if dual.contains(&true) {
+            Ipv6::On
+        } else {
+            Ipv6::Off
+        }
+    }
+}
+
+/// Creates a namespace of the topology, setting IPv6 up before any link exists, as the
+/// `default` values are what later links take.
+///
+/// Off, IPv6 is disabled. On, it is quiet and deterministic, so that what reaches the wire is
+/// only what a probe sends and the neighbour discovery it needs:
+/// - no duplicate address detection (it delays an address and solicits on the wire);
+/// - no router solicitations, no router advertisements accepted;
+/// - link-local addresses from the links' fixed MACs (EUI-64), so they are fixed too;
+/// - MLD reports (the kernel's robustness count of them, `net.ipv6.mld_qrv`, which only the
+///   host's namespace has) within a millisecond of a link coming up, during the build and
+///   before any probe captures, instead of at random moments up to a second later.
+fn create_ns(name: &str, ipv6: Ipv6) -> Result<Netns> {
     let ns = Netns::create(name)?;
-    for key in [
-        "net.ipv6.conf.all.disable_ipv6",
-        "net.ipv6.conf.default.disable_ipv6",
-    ] {
-        ns.set_sysctl(key, "1")
-            .with_context(|| format!("disabling IPv6 in {name}"))?;
+    let settings: &[(&str, &str)] = match ipv6 {
+        Ipv6::Off => &[
+            ("net.ipv6.conf.all.disable_ipv6", "1"),
+            ("net.ipv6.conf.default.disable_ipv6", "1"),
+        ],
+        Ipv6::On => &[
+            ("net.ipv6.conf.all.disable_ipv6", "0"),
+            ("net.ipv6.conf.default.disable_ipv6", "0"),
+            ("net.ipv6.conf.all.accept_dad", "0"),
+            ("net.ipv6.conf.default.accept_dad", "0"),
+            ("net.ipv6.conf.default.dad_transmits", "0"),
+            ("net.ipv6.conf.all.accept_ra", "0"),
+            ("net.ipv6.conf.default.accept_ra", "0"),
+            ("net.ipv6.conf.default.router_solicitations", "0"),
+            ("net.ipv6.conf.default.addr_gen_mode", "0"),
+            (
+                "net.ipv6.conf.default.mldv2_unsolicited_report_interval",
+                "1",
+            ),
+            (
+                "net.ipv6.conf.default.mldv1_unsolicited_report_interval",
+                "1",
+            ),
+        ],
+    };
+    for (key, value) in settings {
+        ns.set_sysctl(key, value)
+            .with_context(|| format!("setting {key}={value} in {name}"))?;
     }
     Ok(ns)
 }
@@ -350,7 +426,7 @@ async fn build_node(
     fabric: &NetlinkNs,
     index: usize,
     node: &NodeNs,
-    underlay: Ipv4Cidr,
+    underlay: &crate::scenario::DualCidr,
 ) -> Result<()> {
     let port = fabric_port_for_node(index);
     fabric
@@ -383,7 +459,11 @@ async fn build_node(
     nl.set_up("lo").await?;
     // In this order, so the kernel keeps `ip` primary.
     for ip in node.underlay_ips() {
-        nl.add_address(UNDERLAY_IF, ip, underlay.prefix_len).await?;
+        nl.add_address(UNDERLAY_IF, ip, underlay.v4.prefix_len)
+            .await?;
+    }
+    if let (Some(ip), Some(range)) = (node.ipv6, underlay.v6) {
+        nl.add_address(UNDERLAY_IF, ip, range.prefix_len).await?;
     }
     nl.set_up(UNDERLAY_IF).await?;
     nl.add_default_dev_route(UNDERLAY_IF).await?;
@@ -395,6 +475,9 @@ async fn build_node(
     .await?;
     nl.add_address(BRIDGE_IF, node.gateway_ip(), node.pod_cidr.prefix_len)
         .await?;
+    if let (Some(gateway), Some(range)) = (node.gateway_ip_v6(), node.pod_cidr_v6) {
+        nl.add_address(BRIDGE_IF, gateway, range.prefix_len).await?;
+    }
     nl.set_up(BRIDGE_IF).await?;
 
     nl.add_vxlan(
@@ -407,12 +490,20 @@ async fn build_node(
     )
     .await?;
     nl.add_address(VXLAN_IF, node.vtep_ip(), 32).await?;
+    if let Some(vtep) = node.vtep_ip_v6() {
+        nl.add_address(VXLAN_IF, vtep, 128).await?;
+    }
     nl.set_up(VXLAN_IF).await?;
 
     // A node routes between pods, the overlay and the underlay, as every Kubernetes node does.
     node.netns
         .set_sysctl("net.ipv4.ip_forward", "1")
         .with_context(|| format!("enabling forwarding on node {}", node.name))?;
+    if node.ipv6.is_some() || node.pod_cidr_v6.is_some() {
+        node.netns
+            .set_sysctl("net.ipv6.conf.all.forwarding", "1")
+            .with_context(|| format!("enabling IPv6 forwarding on node {}", node.name))?;
+    }
     // kubeadm's preflight requires bridged traffic to pass iptables; without it, a reply from a
     // pod to a client on the same bridge skips service reverse-NAT. `caps` reports when the
     // kernel lacks it (then same-node service probes show untranslated replies).
@@ -423,6 +514,13 @@ async fn build_node(
         node.netns
             .set_sysctl("net.bridge.bridge-nf-call-iptables", "1")
             .with_context(|| format!("enabling bridge-nf-call-iptables on node {}", node.name))?;
+        if node.pod_cidr_v6.is_some() {
+            node.netns
+                .set_sysctl("net.bridge.bridge-nf-call-ip6tables", "1")
+                .with_context(|| {
+                    format!("enabling bridge-nf-call-ip6tables on node {}", node.name)
+                })?;
+        }
     }
     Ok(())
 }
@@ -441,6 +539,15 @@ async fn wire_overlay(node: &NodeNs, all: &[NodeNs]) -> Result<()> {
             VXLAN_IF,
         )
         .await?;
+        // IPv6 pod traffic rides the same VXLAN device and IPv4 tunnel, as flannel's
+        // dual-stack vxlan backend does: the inner frame is IPv6, the VTEP MAC the same.
+        if let (Some(vtep), Some(range)) = (peer.vtep_ip_v6(), peer.pod_cidr_v6) {
+            if node.pod_cidr_v6.is_some() {
+                nl.add_neighbour(VXLAN_IF, vtep, peer.vtep_mac).await?;
+                nl.add_onlink_route(range.network(), range.prefix_len, vtep, VXLAN_IF)
+                    .await?;
+            }
+        }
     }
     Ok(())
 }
@@ -484,11 +591,22 @@ async fn build_pod(node: &NodeNs, pod: &PodNs) -> Result<()> {
     nl.set_up("lo").await?;
     nl.add_address(POD_IF, pod.ip, node.pod_cidr.prefix_len)
         .await?;
+    if let (Some(ip), Some(range)) = (pod.ipv6, node.pod_cidr_v6) {
+        nl.add_address(POD_IF, ip, range.prefix_len).await?;
+    }
     nl.set_up(POD_IF).await?;
-    nl.add_default_route(node.gateway_ip()).await
+    nl.add_default_route(node.gateway_ip()).await?;
+    if let Some(gateway) = node.gateway_ip_v6().filter(|_| pod.ipv6.is_some()) {
+        nl.add_default_route(gateway).await?;
+    }
+    Ok(())
 }
 
-async fn build_external(fabric: &NetlinkNs, ext: &ExternalNs, underlay: Ipv4Cidr) -> Result<()> {
+async fn build_external(
+    fabric: &NetlinkNs,
+    ext: &ExternalNs,
+    underlay: &crate::scenario::DualCidr,
+) -> Result<()> {
     let port = fabric_port_for_external();
     fabric
         .add_veth(
@@ -503,6 +621,10 @@ async fn build_external(fabric: &NetlinkNs, ext: &ExternalNs, underlay: Ipv4Cidr
     fabric.set_up(&port).await?;
     let nl = NetlinkNs::open(&ext.netns)?;
     nl.set_up("lo").await?;
-    nl.add_address("eth0", ext.ip, underlay.prefix_len).await?;
+    nl.add_address("eth0", ext.ip, underlay.v4.prefix_len)
+        .await?;
+    if let (Some(ip), Some(range)) = (ext.ipv6, underlay.v6) {
+        nl.add_address("eth0", ip, range.prefix_len).await?;
+    }
     nl.set_up("eth0").await
 }

@@ -4,14 +4,16 @@
 //! is fixed in one round.
 
 use super::model::{
-    EndpointSlice, Expectation, Ipv4Cidr, NodePortAddress, OutcomeExpectation, Pod, Probe,
-    ProbeTarget, Protocol, Scenario, Service, ServicePort, ServiceType, SessionAffinity,
-    TargetPort, TrafficPolicy, Via, IPV4_FORM,
+    EndpointSlice, Expectation, NodePortAddress, OutcomeExpectation, Pod, Probe, ProbeTarget,
+    Protocol, Scenario, Service, ServicePort, ServiceType, SessionAffinity, TargetPort,
+    TrafficPolicy, Via, IPV4_FORM,
 };
 use crate::proxier::BUILTIN;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::Ipv4Addr;
+
+mod topology;
 
 /// One step of a field path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -393,19 +395,6 @@ pub(crate) fn named_port(pod: &Pod, name: &str, protocol: Protocol) -> Option<u1
         .map(|p| p.container_port)
 }
 
-fn broadcast(cidr: &Ipv4Cidr) -> Ipv4Addr {
-    Ipv4Addr::from(u32::from(cidr.network()) | !cidr.mask())
-}
-
-fn overlaps(a: &Ipv4Cidr, b: &Ipv4Cidr) -> bool {
-    a.contains(b.network()) || b.contains(a.network())
-}
-
-/// `inner` lies entirely within `outer`.
-fn within(inner: &Ipv4Cidr, outer: &Ipv4Cidr) -> bool {
-    inner.prefix_len >= outer.prefix_len && outer.contains(inner.network())
-}
-
 /// The YAML spelling of `via`.
 fn via_name(via: Via) -> &'static str {
     match via {
@@ -490,7 +479,7 @@ impl<'a> Checker<'a> {
     }
 
     fn pod_by_ip(&self, ip: Ipv4Addr) -> Option<&'a Pod> {
-        self.s.topology.pods.iter().find(|p| p.ip == ip)
+        self.s.topology.pods.iter().find(|p| p.ip.v4 == ip)
     }
 
     fn service(&self, namespace: &str, name: &str) -> Option<&'a Service> {
@@ -498,252 +487,6 @@ impl<'a> Checker<'a> {
             .services
             .iter()
             .find(|svc| svc.namespace == namespace && svc.name == name)
-    }
-
-    // ---- topology ----
-
-    fn topology_cidrs(&mut self) {
-        let t = &self.s.topology;
-        let cidrs = [
-            ("underlay", t.underlay),
-            ("clusterCIDR", t.cluster_cidr),
-            ("serviceCIDR", t.service_cidr),
-        ];
-        for (field, cidr) in cidrs {
-            self.host_bits(Self::topo().key(field), &cidr);
-        }
-        for (i, (field_a, a)) in cidrs.iter().enumerate() {
-            for (field_b, b) in &cidrs[i + 1..] {
-                if overlaps(a, b) {
-                    self.err(
-                        Self::topo().key(field_b),
-                        format!("{field_b} {b} overlaps {field_a} {a}"),
-                    );
-                }
-            }
-        }
-    }
-
-    /// A prefix with host bits set is almost always a typo for another subnet.
-    fn host_bits(&mut self, path: FieldPath, cidr: &Ipv4Cidr) {
-        if cidr.addr != cidr.network() {
-            self.err(
-                path,
-                format!(
-                    "{cidr} has host bits set (the network is {}/{})",
-                    cidr.network(),
-                    cidr.prefix_len
-                ),
-            );
-        }
-    }
-
-    fn nodes(&mut self) {
-        let t = &self.s.topology;
-        if t.nodes.is_empty() {
-            self.err(Self::topo().key("nodes"), "at least one node is required");
-        }
-        let mut names: BTreeMap<&str, usize> = BTreeMap::new();
-        let mut ips: BTreeMap<Ipv4Addr, FieldPath> = BTreeMap::new();
-        for (i, node) in t.nodes.iter().enumerate() {
-            let path = Self::topo().key("nodes").idx(i);
-            self.dns_label(path.key("name"), "node name", &node.name);
-            if let Some(first) = names.insert(&node.name, i) {
-                names.insert(&node.name, first);
-                self.err(
-                    path.key("name"),
-                    format!(
-                        "duplicate node name `{}` (also topology.nodes[{first}])",
-                        node.name
-                    ),
-                );
-            }
-            self.node_ip(path.key("ip"), node.ip, &mut ips);
-            self.pod_cidr(&path, &node.pod_cidr, i);
-            if let Err(e) = ipvs_genl::parse_save(&node.existing_ipvs) {
-                self.err(
-                    path.key("existingIPVS"),
-                    format!("line {}: {}: `{}`", e.line, e.message, e.text.trim()),
-                );
-            }
-        }
-        // After every node's `ip`, so a clash names the secondary address as the culprit.
-        for (i, node) in t.nodes.iter().enumerate() {
-            for (k, &ip) in node.secondary_ips.iter().enumerate() {
-                let path = Self::topo().key("nodes").idx(i).key("secondaryIPs").idx(k);
-                self.node_ip(path, ip, &mut ips);
-            }
-        }
-    }
-
-    /// A node's underlay address (its `ip` or one of its `secondaryIPs`), each used once.
-    fn node_ip(&mut self, path: FieldPath, ip: Ipv4Addr, ips: &mut BTreeMap<Ipv4Addr, FieldPath>) {
-        let underlay = self.s.topology.underlay;
-        if !underlay.contains(ip) {
-            self.err(
-                path.clone(),
-                format!("node IP {ip} is outside the underlay {underlay}"),
-            );
-        } else if ip == underlay.network() || ip == broadcast(&underlay) {
-            self.err(
-                path.clone(),
-                format!("node IP {ip} is the network or broadcast address of {underlay}"),
-            );
-        }
-        if let Some(first) = ips.get(&ip) {
-            let first = first.clone();
-            self.err(path, format!("node IP {ip} is already used by {first}"));
-        } else {
-            ips.insert(ip, path);
-        }
-    }
-
-    fn pod_cidr(&mut self, path: &FieldPath, cidr: &Ipv4Cidr, i: usize) {
-        let path = path.key("podCIDR");
-        let cluster = self.s.topology.cluster_cidr;
-        self.host_bits(path.clone(), cidr);
-        if !within(cidr, &cluster) {
-            self.err(
-                path.clone(),
-                format!("podCIDR {cidr} is not inside clusterCIDR {cluster}"),
-            );
-        }
-        if cidr.prefix_len > 30 {
-            self.err(
-                path.clone(),
-                format!(
-                    "podCIDR {cidr} is too small: .0 (VTEP), .1 (bridge gateway) and the \
-                     broadcast address leave no pod address"
-                ),
-            );
-        }
-        let earlier = self.s.topology.nodes[..i]
-            .iter()
-            .position(|n| overlaps(&n.pod_cidr, cidr));
-        if let Some(j) = earlier {
-            let other = self.s.topology.nodes[j].pod_cidr;
-            self.err(
-                path,
-                format!("podCIDR {cidr} overlaps topology.nodes[{j}].podCIDR {other}"),
-            );
-        }
-    }
-
-    fn pods(&mut self) {
-        let mut names: BTreeMap<&str, usize> = BTreeMap::new();
-        let mut ips: BTreeMap<Ipv4Addr, usize> = BTreeMap::new();
-        for (i, pod) in self.s.topology.pods.iter().enumerate() {
-            let path = Self::topo().key("pods").idx(i);
-            self.dns_label(path.key("namespace"), "namespace", &pod.namespace);
-            // Unique across namespaces, unlike in Kubernetes: each pod gets a network namespace
-            // named after it, and expectations name pods without their namespace.
-            self.dns_label(path.key("name"), "pod name", &pod.name);
-            if let Some(first) = names.insert(&pod.name, i) {
-                names.insert(&pod.name, first);
-                self.err(
-                    path.key("name"),
-                    format!(
-                        "duplicate pod name `{}` (also topology.pods[{first}]; pod names must be \
-                         unique across namespaces)",
-                        pod.name
-                    ),
-                );
-            }
-            self.pod_placement(&path, pod);
-            if let Some(first) = ips.insert(pod.ip, i) {
-                ips.insert(pod.ip, first);
-                self.err(
-                    path.key("ip"),
-                    format!(
-                        "pod IP {} is already used by topology.pods[{first}]",
-                        pod.ip
-                    ),
-                );
-            }
-            self.container_ports(&path, pod);
-        }
-    }
-
-    fn pod_placement(&mut self, path: &FieldPath, pod: &Pod) {
-        let Some(node) = self.node(&pod.node) else {
-            self.err(path.key("node"), format!("unknown node `{}`", pod.node));
-            return;
-        };
-        let cidr = node.pod_cidr;
-        let ip = pod.ip;
-        if !cidr.contains(ip) {
-            self.err(
-                path.key("ip"),
-                format!(
-                    "pod IP {ip} is outside podCIDR {cidr} of node `{}`",
-                    node.name
-                ),
-            );
-        } else if ip == cidr.network() {
-            self.err(
-                path.key("ip"),
-                format!("pod IP {ip} is the network address of {cidr} (the node's flannel.1 VTEP)"),
-            );
-        } else if Some(ip) == cidr.nth(1) {
-            self.err(
-                path.key("ip"),
-                format!("pod IP {ip} is the gateway of {cidr} (the node's cni0 bridge)"),
-            );
-        } else if ip == broadcast(&cidr) {
-            self.err(
-                path.key("ip"),
-                format!("pod IP {ip} is the broadcast address of {cidr}"),
-            );
-        }
-    }
-
-    fn container_ports(&mut self, path: &FieldPath, pod: &Pod) {
-        let mut names = BTreeSet::new();
-        for (j, port) in pod.ports.iter().enumerate() {
-            let path = path.key("ports").idx(j);
-            if port.container_port == 0 {
-                self.err(path.key("containerPort"), "containerPort must be 1-65535");
-            }
-            if let Some(name) = &port.name {
-                if !names.insert(name.as_str()) {
-                    self.err(
-                        path.key("name"),
-                        format!("duplicate container port name `{name}`"),
-                    );
-                }
-            }
-        }
-    }
-
-    fn external(&mut self) {
-        let Some(ext) = &self.s.topology.external else {
-            return;
-        };
-        self.dns_label(
-            Self::topo().key("external").key("name"),
-            "external client name",
-            &ext.name,
-        );
-        let path = Self::topo().key("external").key("ip");
-        let underlay = self.s.topology.underlay;
-        if !underlay.contains(ext.ip) {
-            self.err(
-                path.clone(),
-                format!(
-                    "external client IP {} is outside the underlay {underlay}",
-                    ext.ip
-                ),
-            );
-        }
-        if let Some(node) = self.s.topology.nodes.iter().find(|n| n.owns(ext.ip)) {
-            self.err(
-                path,
-                format!(
-                    "external client IP {} is the IP of node `{}`",
-                    ext.ip, node.name
-                ),
-            );
-        }
     }
 
     // ---- services ----
@@ -785,7 +528,7 @@ impl<'a> Checker<'a> {
             return;
         }
         let path = spec.key("clusterIP");
-        let service_cidr = self.s.topology.service_cidr;
+        let service_cidr = self.s.topology.service_cidr.v4;
         match svc.spec.cluster_ip.as_deref() {
             None => self.err(
                 path,
@@ -1089,7 +832,7 @@ impl<'a> Checker<'a> {
     }
 
     fn endpoint(&mut self, path: &FieldPath, addresses: &[Ipv4Addr], node_name: Option<&str>) {
-        let cluster = self.s.topology.cluster_cidr;
+        let cluster = self.s.topology.cluster_cidr.v4;
         match addresses {
             [] => self.err(path.key("addresses"), "an endpoint needs an address"),
             [_] => {}

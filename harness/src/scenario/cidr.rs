@@ -1,0 +1,348 @@
+//! Addresses and prefixes of the scenario format, per family, and the dual-stack pairs that
+//! Kubernetes writes either as a list (`podCIDRs`, `podIPs`) or comma-separated
+//! (`--cluster-cidr=10.244.0.0/16,fd00:10:244::/56`).
+
+use serde::{Deserialize, Serialize};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// What an IPv4 address must look like, for messages: std's parser refuses leading zeros,
+/// which other parsers read as octal, and only says the syntax is wrong.
+pub const IPV4_FORM: &str = "four decimal numbers 0-255, no leading zeros";
+
+/// A prefix type of one family: the address, the length, and the arithmetic on them.
+macro_rules! cidr_type {
+    ($(#[$doc:meta])* $t:ident, $a:ty, $bits:ty) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $t {
+            pub addr: $a,
+            pub prefix_len: u8,
+        }
+
+        impl $t {
+            pub fn new(addr: $a, prefix_len: u8) -> Option<Self> {
+                (u32::from(prefix_len) <= <$bits>::BITS).then_some(Self { addr, prefix_len })
+            }
+
+            pub fn mask(&self) -> $bits {
+                <$bits>::MAX
+                    .checked_shl(<$bits>::BITS - u32::from(self.prefix_len))
+                    .unwrap_or(0)
+            }
+
+            /// The network address (host bits cleared).
+            pub fn network(&self) -> $a {
+                <$a>::from(<$bits>::from(self.addr) & self.mask())
+            }
+
+            pub fn contains(&self, ip: $a) -> bool {
+                <$bits>::from(ip) & self.mask() == <$bits>::from(self.network())
+            }
+
+            /// The `n`-th address of the prefix (0 = the network address).
+            pub fn nth(&self, n: u32) -> Option<$a> {
+                let host_bits = <$bits>::BITS - u32::from(self.prefix_len);
+                (host_bits >= 32 || u64::from(n) < 1u64 << host_bits)
+                    .then(|| <$a>::from(<$bits>::from(self.network()) + <$bits>::from(n)))
+            }
+        }
+
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{}/{}", self.addr, self.prefix_len)
+            }
+        }
+    };
+}
+
+cidr_type!(
+    /// An IPv4 prefix such as `10.244.1.0/24`.
+    Ipv4Cidr,
+    Ipv4Addr,
+    u32
+);
+cidr_type!(
+    /// An IPv6 prefix such as `fd00:10:244:1::/64`.
+    Ipv6Cidr,
+    Ipv6Addr,
+    u128
+);
+
+/// What validation asks of a prefix of either family.
+pub trait Prefix: Copy + std::fmt::Display {
+    type Addr: Copy + Ord + std::fmt::Display;
+    fn addr(&self) -> Self::Addr;
+    fn len(&self) -> u8;
+    fn network(&self) -> Self::Addr;
+    fn contains(&self, ip: Self::Addr) -> bool;
+    fn nth(&self, n: u32) -> Option<Self::Addr>;
+    /// The last address: IPv4's broadcast address.
+    fn last(&self) -> Self::Addr;
+
+    fn overlaps(&self, other: &Self) -> bool {
+        self.contains(other.network()) || other.contains(self.network())
+    }
+
+    /// Lies entirely within `outer`.
+    fn within(&self, outer: &Self) -> bool {
+        self.len() >= outer.len() && outer.contains(self.network())
+    }
+}
+
+macro_rules! prefix_impl {
+    ($t:ty, $a:ty, $bits:ty) => {
+        impl Prefix for $t {
+            type Addr = $a;
+            fn addr(&self) -> $a {
+                self.addr
+            }
+            fn len(&self) -> u8 {
+                self.prefix_len
+            }
+            fn network(&self) -> $a {
+                <$t>::network(self)
+            }
+            fn contains(&self, ip: $a) -> bool {
+                <$t>::contains(self, ip)
+            }
+            fn nth(&self, n: u32) -> Option<$a> {
+                <$t>::nth(self, n)
+            }
+            fn last(&self) -> $a {
+                <$a>::from(<$bits>::from(<$t>::network(self)) | !self.mask())
+            }
+        }
+    };
+}
+
+prefix_impl!(Ipv4Cidr, Ipv4Addr, u32);
+prefix_impl!(Ipv6Cidr, Ipv6Addr, u128);
+
+impl std::str::FromStr for Ipv4Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (a, p) = split_cidr(s, "a.b.c.d/len")?;
+        let addr: Ipv4Addr = a
+            .parse()
+            .map_err(|_| format!("`{a}` is not an IPv4 address ({IPV4_FORM})"))?;
+        let prefix_len = prefix_len(p)?;
+        Ipv4Cidr::new(addr, prefix_len).ok_or_else(|| format!("prefix length {p} is over 32"))
+    }
+}
+
+impl std::str::FromStr for Ipv6Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (a, p) = split_cidr(s, "an IPv6 address/len, e.g. fd00:10:244::/56")?;
+        let addr: Ipv6Addr = a
+            .parse()
+            .map_err(|_| format!("`{a}` is not an IPv6 address"))?;
+        let prefix_len = prefix_len(p)?;
+        Ipv6Cidr::new(addr, prefix_len).ok_or_else(|| format!("prefix length {p} is over 128"))
+    }
+}
+
+fn split_cidr<'a>(s: &'a str, form: &str) -> Result<(&'a str, &'a str), String> {
+    s.split_once('/')
+        .ok_or_else(|| format!("`{s}` is not a CIDR (expected {form})"))
+}
+
+fn prefix_len(p: &str) -> Result<u8, String> {
+    p.parse()
+        .map_err(|_| format!("`{p}` is not a prefix length"))
+}
+
+serde_as_string!(Ipv4Cidr);
+serde_as_string!(Ipv6Cidr);
+
+/// One value per family: IPv4, and IPv6 for a dual-stack cluster. Written as one value, as a
+/// list of one or two, or (for ranges) comma-separated as Kubernetes' flags take them; IPv4
+/// comes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Dual<V4, V6> {
+    pub v4: V4,
+    pub v6: Option<V6>,
+}
+
+/// A node's, pod's or client's addresses (`ip`, or `ips: [IPv4, IPv6]`).
+pub type DualIp = Dual<Ipv4Addr, Ipv6Addr>;
+
+/// A range per family (`podCIDRs`, `clusterCIDR: 10.244.0.0/16,fd00:10:244::/56`).
+pub type DualCidr = Dual<Ipv4Cidr, Ipv6Cidr>;
+
+impl<V4, V6> Dual<V4, V6> {
+    pub fn v4(v4: V4) -> Self {
+        Dual { v4, v6: None }
+    }
+}
+
+impl DualIp {
+    /// Both addresses, IPv4 first.
+    pub fn all(&self) -> impl Iterator<Item = IpAddr> {
+        std::iter::once(IpAddr::V4(self.v4)).chain(self.v6.map(IpAddr::V6))
+    }
+}
+
+impl<V4: std::fmt::Display, V6: std::fmt::Display> std::fmt::Display for Dual<V4, V6> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.v6 {
+            Some(v6) => write!(f, "{},{v6}", self.v4),
+            None => write!(f, "{}", self.v4),
+        }
+    }
+}
+
+/// A value of one family, as a scenario file writes it.
+pub trait FamilyValue: Sized {
+    fn parse_value(text: &str) -> Result<Self, String>;
+}
+
+impl FamilyValue for Ipv4Addr {
+    fn parse_value(text: &str) -> Result<Self, String> {
+        text.parse()
+            .map_err(|_| format!("`{text}` is not an IPv4 address ({IPV4_FORM})"))
+    }
+}
+
+impl FamilyValue for Ipv6Addr {
+    fn parse_value(text: &str) -> Result<Self, String> {
+        text.parse()
+            .map_err(|_| format!("`{text}` is not an IPv6 address"))
+    }
+}
+
+impl FamilyValue for Ipv4Cidr {
+    fn parse_value(text: &str) -> Result<Self, String> {
+        text.parse()
+    }
+}
+
+impl FamilyValue for Ipv6Cidr {
+    fn parse_value(text: &str) -> Result<Self, String> {
+        text.parse()
+    }
+}
+
+/// Parses one or two items; the second, if any, must be of the other family.
+fn parse_dual<V4: FamilyValue, V6: FamilyValue>(items: &[String]) -> Result<Dual<V4, V6>, String> {
+    match items {
+        [v4] => Ok(Dual::v4(v4_first(v4)?)),
+        [v4, v6] => {
+            Ok(Dual {
+                v4: v4_first(v4)?,
+                v6: Some(V6::parse_value(v6.trim()).map_err(|e| {
+                    format!("the second value must be IPv6, of the other family: {e}")
+                })?),
+            })
+        }
+        [] => Err("expected one value per family, found none".into()),
+        more => Err(format!(
+            "expected at most two values (IPv4, then IPv6), found {}",
+            more.len()
+        )),
+    }
+}
+
+fn v4_first<V4: FamilyValue>(text: &str) -> Result<V4, String> {
+    let text = text.trim();
+    V4::parse_value(text).map_err(|e| {
+        if text.contains(':') {
+            format!(
+                "`{text}` is IPv6: IPv4 comes first, and IPv6-only clusters are not supported yet"
+            )
+        } else {
+            e
+        }
+    })
+}
+
+impl<V4: Serialize, V6: Serialize> Serialize for Dual<V4, V6> {
+    /// A single-stack value as the plain value it always was, a dual-stack one as a list.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.v6 {
+            None => self.v4.serialize(s),
+            Some(v6) => (&self.v4, v6).serialize(s),
+        }
+    }
+}
+
+impl<'de, V4: FamilyValue, V6: FamilyValue> Deserialize<'de> for Dual<V4, V6> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Items;
+        impl<'de> serde::de::Visitor<'de> for Items {
+            type Value = Vec<String>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a value, `IPv4,IPv6` or a list [IPv4, IPv6]")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(v.split(',').map(str::to_owned).collect())
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element::<String>()? {
+                    items.push(item);
+                }
+                Ok(items)
+            }
+        }
+        let items = d.deserialize_any(Items)?;
+        parse_dual(&items).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv6_prefixes_compute_like_ipv4_ones() {
+        let c: Ipv6Cidr = "fd00:10:244:1::5/64".parse().unwrap();
+        assert_eq!(c.network(), "fd00:10:244:1::".parse::<Ipv6Addr>().unwrap());
+        assert!(c.contains("fd00:10:244:1::ffff".parse().unwrap()));
+        assert!(!c.contains("fd00:10:244:2::1".parse().unwrap()));
+        assert_eq!(c.nth(1), Some("fd00:10:244:1::1".parse().unwrap()));
+        let host: Ipv6Cidr = "fd00::1/128".parse().unwrap();
+        assert_eq!(host.nth(1), None);
+        assert!("fd00::/129".parse::<Ipv6Cidr>().is_err());
+        let all: Ipv4Cidr = "0.0.0.0/0".parse().unwrap();
+        assert_eq!(all.mask(), 0);
+        assert!(all.contains(Ipv4Addr::new(1, 2, 3, 4)));
+    }
+
+    #[test]
+    fn pairs_read_every_kubernetes_spelling_and_refuse_a_wrong_order() {
+        let one: DualCidr = serde_yaml_ng::from_str("10.244.0.0/16").unwrap();
+        assert_eq!(one.v6, None);
+        let commas: DualCidr = serde_yaml_ng::from_str("10.244.0.0/16,fd00:10:244::/56").unwrap();
+        let list: DualCidr =
+            serde_yaml_ng::from_str("[10.244.0.0/16, \"fd00:10:244::/56\"]").unwrap();
+        assert_eq!(commas, list);
+        assert_eq!(commas.to_string(), "10.244.0.0/16,fd00:10:244::/56");
+        let ips: DualIp = serde_yaml_ng::from_str("[10.0.0.1, \"fd00::1\"]").unwrap();
+        assert_eq!(ips.all().count(), 2);
+        // Single-stack values serialize as before, so the exec schema of IPv4 scenarios is
+        // unchanged.
+        assert_eq!(
+            serde_json::to_string(&DualIp::v4(Ipv4Addr::new(10, 0, 0, 1))).unwrap(),
+            "\"10.0.0.1\""
+        );
+        assert_eq!(
+            serde_json::to_string(&ips).unwrap(),
+            "[\"10.0.0.1\",\"fd00::1\"]"
+        );
+        for (bad, says) in [
+            ("\"fd00::1\"", "IPv4 comes first"),
+            ("[10.0.0.1, 10.0.0.2]", "must be IPv6"),
+            ("[10.0.0.1, \"fd00::1\", \"fd00::2\"]", "at most two"),
+            ("[]", "found none"),
+        ] {
+            let err = serde_yaml_ng::from_str::<DualIp>(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+}

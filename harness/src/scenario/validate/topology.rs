@@ -1,0 +1,447 @@
+//! Checks of the topology: ranges, node and pod addresses, per family. An IPv6 value is only
+//! valid where its family's range exists (an IPv6 node address needs an IPv6 underlay), and a
+//! dual-stack cluster gives every node and pod one value of each family, as Kubernetes' node
+//! IPAM and a dual-stack CNI do.
+
+use super::{Checker, FieldPath};
+use crate::scenario::cidr::Prefix;
+use crate::scenario::model::{Node, Pod};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+/// Which value of a pair a check is about; the IPv6 value is the second of the file's list.
+#[derive(Clone, Copy)]
+enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    /// The path of this family's value of the pair at `path`.
+    fn of(self, path: FieldPath) -> FieldPath {
+        match self {
+            Family::V4 => path,
+            Family::V6 => path.idx(1),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Family::V4 => "IPv4",
+            Family::V6 => "IPv6",
+        }
+    }
+
+    /// Pod addresses a podCIDR reserves besides the network address (the VTEP) and the gateway:
+    /// IPv4's broadcast address.
+    fn has_broadcast(self) -> bool {
+        matches!(self, Family::V4)
+    }
+
+    /// The longest podCIDR that leaves a pod address after the reserved ones.
+    fn longest_pod_cidr(self) -> u8 {
+        match self {
+            Family::V4 => 30,
+            Family::V6 => 126,
+        }
+    }
+}
+
+impl Checker<'_> {
+    pub(super) fn topology_cidrs(&mut self) {
+        let t = &self.s.topology;
+        let ranges = [
+            ("underlay", t.underlay),
+            ("clusterCIDR", t.cluster_cidr),
+            ("serviceCIDR", t.service_cidr),
+        ];
+        let v4: Vec<_> = ranges.iter().map(|(f, d)| (*f, d.v4)).collect();
+        self.ranges_of_family(Family::V4, &v4);
+        let v6: Vec<_> = ranges
+            .iter()
+            .filter_map(|(f, d)| d.v6.map(|c| (*f, c)))
+            .collect();
+        self.ranges_of_family(Family::V6, &v6);
+    }
+
+    fn ranges_of_family<P: Prefix>(&mut self, family: Family, ranges: &[(&str, P)]) {
+        for (field, cidr) in ranges {
+            self.host_bits(family.of(Self::topo().key(field)), cidr);
+        }
+        for (i, (field_a, a)) in ranges.iter().enumerate() {
+            for (field_b, b) in &ranges[i + 1..] {
+                if a.overlaps(b) {
+                    self.err(
+                        family.of(Self::topo().key(field_b)),
+                        format!("{field_b} {b} overlaps {field_a} {a}"),
+                    );
+                }
+            }
+        }
+    }
+
+    /// A prefix with host bits set is almost always a typo for another subnet.
+    fn host_bits<P: Prefix>(&mut self, path: FieldPath, cidr: &P) {
+        if cidr.addr() != cidr.network() {
+            self.err(
+                path,
+                format!(
+                    "{cidr} has host bits set (the network is {}/{})",
+                    cidr.network(),
+                    cidr.len()
+                ),
+            );
+        }
+    }
+
+    pub(super) fn nodes(&mut self) {
+        let t = &self.s.topology;
+        if t.nodes.is_empty() {
+            self.err(Self::topo().key("nodes"), "at least one node is required");
+        }
+        let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut ips: BTreeMap<IpAddr, FieldPath> = BTreeMap::new();
+        for (i, node) in t.nodes.iter().enumerate() {
+            let path = Self::topo().key("nodes").idx(i);
+            self.dns_label(path.key("name"), "node name", &node.name);
+            if let Some(first) = names.insert(&node.name, i) {
+                names.insert(&node.name, first);
+                self.err(
+                    path.key("name"),
+                    format!(
+                        "duplicate node name `{}` (also topology.nodes[{first}])",
+                        node.name
+                    ),
+                );
+            }
+            let underlay = t.underlay;
+            self.underlay_ip(
+                Family::V4,
+                path.key("ip"),
+                node.ip.v4,
+                Some(underlay.v4),
+                &mut ips,
+            );
+            if let Some(v6) = node.ip.v6 {
+                self.underlay_ip(Family::V6, path.key("ip"), v6, underlay.v6, &mut ips);
+            }
+            self.pod_cidrs(&path, node, i);
+            if let Err(e) = ipvs_genl::parse_save(&node.existing_ipvs) {
+                self.err(
+                    path.key("existingIPVS"),
+                    format!("line {}: {}: `{}`", e.line, e.message, e.text.trim()),
+                );
+            }
+        }
+        // After every node's `ip`, so a clash names the secondary address as the culprit.
+        for (i, node) in t.nodes.iter().enumerate() {
+            for (k, &ip) in node.secondary_ips.iter().enumerate() {
+                let path = Self::topo().key("nodes").idx(i).key("secondaryIPs").idx(k);
+                self.underlay_ip(Family::V4, path, ip, Some(t.underlay.v4), &mut ips);
+            }
+        }
+    }
+
+    /// An underlay address (a node's `ip` or one of its `secondaryIPs`), each used once.
+    /// `path` is the pair's; `underlay` is the family's range, if the underlay has one.
+    fn underlay_ip<P: Prefix>(
+        &mut self,
+        family: Family,
+        path: FieldPath,
+        ip: P::Addr,
+        underlay: Option<P>,
+        ips: &mut BTreeMap<IpAddr, FieldPath>,
+    ) where
+        P::Addr: Into<IpAddr>,
+    {
+        let path = family.of(path);
+        match underlay {
+            None => self.err(
+                path.clone(),
+                format!(
+                    "node IP {ip} is {}, and the underlay has no {0} range (write \
+                     `underlay: IPv4-CIDR,IPv6-CIDR`)",
+                    family.name()
+                ),
+            ),
+            Some(underlay) if !underlay.contains(ip) => self.err(
+                path.clone(),
+                format!("node IP {ip} is outside the underlay {underlay}"),
+            ),
+            Some(underlay)
+                if ip == underlay.network()
+                    || (family.has_broadcast() && ip == underlay.last()) =>
+            {
+                self.err(
+                    path.clone(),
+                    format!(
+                        "node IP {ip} is the network{} address of {underlay}",
+                        if family.has_broadcast() {
+                            " or broadcast"
+                        } else {
+                            ""
+                        }
+                    ),
+                )
+            }
+            Some(_) => {}
+        }
+        if let Some(first) = ips.get(&ip.into()) {
+            let first = first.clone();
+            self.err(path, format!("node IP {ip} is already used by {first}"));
+        } else {
+            ips.insert(ip.into(), path);
+        }
+    }
+
+    fn pod_cidrs(&mut self, path: &FieldPath, node: &Node, i: usize) {
+        let path = path.key("podCIDR");
+        let cluster = self.s.topology.cluster_cidr;
+        let earlier = &self.s.topology.nodes[..i];
+        self.pod_cidr(
+            Family::V4,
+            path.clone(),
+            node.pod_cidr.v4,
+            Some(cluster.v4),
+            earlier.iter().map(|n| Some(n.pod_cidr.v4)),
+        );
+        match (node.pod_cidr.v6, cluster.v6) {
+            (Some(v6), cluster_v6) => self.pod_cidr(
+                Family::V6,
+                path,
+                v6,
+                cluster_v6,
+                earlier.iter().map(|n| n.pod_cidr.v6),
+            ),
+            (None, Some(cluster_v6)) => self.err(
+                path,
+                format!(
+                    "node `{}` has no IPv6 podCIDR, and the cluster is dual-stack (clusterCIDR \
+                     {cluster_v6}): write `podCIDRs: [IPv4-CIDR, IPv6-CIDR]`, as node IPAM \
+                     allocates one of each",
+                    node.name
+                ),
+            ),
+            (None, None) => {}
+        }
+    }
+
+    /// `earlier`: the same family's podCIDRs of the nodes listed before this one.
+    fn pod_cidr<P: Prefix>(
+        &mut self,
+        family: Family,
+        path: FieldPath,
+        cidr: P,
+        cluster: Option<P>,
+        earlier: impl Iterator<Item = Option<P>>,
+    ) {
+        let path = family.of(path);
+        self.host_bits(path.clone(), &cidr);
+        match cluster {
+            None => self.err(
+                path.clone(),
+                format!(
+                    "podCIDR {cidr} is {}, and clusterCIDR has no {0} range (write \
+                     `clusterCIDR: IPv4-CIDR,IPv6-CIDR`)",
+                    family.name()
+                ),
+            ),
+            Some(cluster) if !cidr.within(&cluster) => self.err(
+                path.clone(),
+                format!("podCIDR {cidr} is not inside clusterCIDR {cluster}"),
+            ),
+            Some(_) => {}
+        }
+        if cidr.len() > family.longest_pod_cidr() {
+            self.err(
+                path.clone(),
+                format!(
+                    "podCIDR {cidr} is too small: the network address (VTEP), the first one \
+                     (bridge gateway){} leave no pod address",
+                    if family.has_broadcast() {
+                        " and the broadcast address"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        }
+        let clash = earlier
+            .enumerate()
+            .find_map(|(j, other)| other.filter(|o| o.overlaps(&cidr)).map(|o| (j, o)));
+        if let Some((j, other)) = clash {
+            self.err(
+                path,
+                format!("podCIDR {cidr} overlaps topology.nodes[{j}].podCIDR {other}"),
+            );
+        }
+    }
+
+    pub(super) fn pods(&mut self) {
+        let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut ips: BTreeMap<IpAddr, usize> = BTreeMap::new();
+        for (i, pod) in self.s.topology.pods.iter().enumerate() {
+            let path = Self::topo().key("pods").idx(i);
+            self.dns_label(path.key("namespace"), "namespace", &pod.namespace);
+            // Unique across namespaces, unlike in Kubernetes: each pod gets a network namespace
+            // named after it, and expectations name pods without their namespace.
+            self.dns_label(path.key("name"), "pod name", &pod.name);
+            if let Some(first) = names.insert(&pod.name, i) {
+                names.insert(&pod.name, first);
+                self.err(
+                    path.key("name"),
+                    format!(
+                        "duplicate pod name `{}` (also topology.pods[{first}]; pod names must be \
+                         unique across namespaces)",
+                        pod.name
+                    ),
+                );
+            }
+            self.pod_placement(&path, pod);
+            for (family, ip) in [
+                (Family::V4, Some(IpAddr::V4(pod.ip.v4))),
+                (Family::V6, pod.ip.v6.map(IpAddr::V6)),
+            ] {
+                let Some(ip) = ip else { continue };
+                if let Some(first) = ips.insert(ip, i) {
+                    ips.insert(ip, first);
+                    self.err(
+                        family.of(path.key("ip")),
+                        format!("pod IP {ip} is already used by topology.pods[{first}]"),
+                    );
+                }
+            }
+            self.container_ports(&path, pod);
+        }
+    }
+
+    fn pod_placement(&mut self, path: &FieldPath, pod: &Pod) {
+        let Some(node) = self.node(&pod.node) else {
+            self.err(path.key("node"), format!("unknown node `{}`", pod.node));
+            return;
+        };
+        let path = path.key("ip");
+        self.pod_ip(Family::V4, &path, node, pod.ip.v4, node.pod_cidr.v4);
+        match (pod.ip.v6, node.pod_cidr.v6) {
+            (Some(ip), Some(cidr)) => self.pod_ip(Family::V6, &path, node, ip, cidr),
+            (Some(ip), None) => self.err(
+                Family::V6.of(path),
+                format!(
+                    "pod IP {ip} is IPv6, and node `{}` has no IPv6 podCIDR",
+                    node.name
+                ),
+            ),
+            (None, Some(cidr)) => self.err(
+                path,
+                format!(
+                    "pod `{}` has no IPv6 address, and node `{}` is dual-stack (podCIDR {cidr}): \
+                     write `ips: [IPv4, IPv6]`, as a dual-stack CNI gives each pod one of each",
+                    pod.name, node.name
+                ),
+            ),
+            (None, None) => {}
+        }
+    }
+
+    fn pod_ip<P: Prefix>(
+        &mut self,
+        family: Family,
+        path: &FieldPath,
+        node: &Node,
+        ip: P::Addr,
+        cidr: P,
+    ) {
+        let path = family.of(path.clone());
+        let problem = if !cidr.contains(ip) {
+            format!(
+                "pod IP {ip} is outside podCIDR {cidr} of node `{}`",
+                node.name
+            )
+        } else if ip == cidr.network() {
+            format!("pod IP {ip} is the network address of {cidr} (the node's flannel.1 VTEP)")
+        } else if Some(ip) == cidr.nth(1) {
+            format!("pod IP {ip} is the gateway of {cidr} (the node's cni0 bridge)")
+        } else if family.has_broadcast() && ip == cidr.last() {
+            format!("pod IP {ip} is the broadcast address of {cidr}")
+        } else {
+            return;
+        };
+        self.err(path, problem);
+    }
+
+    fn container_ports(&mut self, path: &FieldPath, pod: &Pod) {
+        let mut names = std::collections::BTreeSet::new();
+        for (j, port) in pod.ports.iter().enumerate() {
+            let path = path.key("ports").idx(j);
+            if port.container_port == 0 {
+                self.err(path.key("containerPort"), "containerPort must be 1-65535");
+            }
+            if let Some(name) = &port.name {
+                if !names.insert(name.as_str()) {
+                    self.err(
+                        path.key("name"),
+                        format!("duplicate container port name `{name}`"),
+                    );
+                }
+            }
+        }
+    }
+
+    pub(super) fn external(&mut self) {
+        let Some(ext) = &self.s.topology.external else {
+            return;
+        };
+        self.dns_label(
+            Self::topo().key("external").key("name"),
+            "external client name",
+            &ext.name,
+        );
+        let path = Self::topo().key("external").key("ip");
+        let underlay = self.s.topology.underlay;
+        self.external_ip(Family::V4, &path, ext.ip.v4, Some(underlay.v4));
+        if let Some(v6) = ext.ip.v6 {
+            self.external_ip(Family::V6, &path, v6, underlay.v6);
+        }
+    }
+
+    fn external_ip<P: Prefix>(
+        &mut self,
+        family: Family,
+        path: &FieldPath,
+        ip: P::Addr,
+        underlay: Option<P>,
+    ) where
+        P::Addr: Into<IpAddr>,
+    {
+        let path = family.of(path.clone());
+        match underlay {
+            None => self.err(
+                path.clone(),
+                format!(
+                    "external client IP {ip} is {}, and the underlay has no {0} range",
+                    family.name()
+                ),
+            ),
+            Some(underlay) if !underlay.contains(ip) => self.err(
+                path.clone(),
+                format!("external client IP {ip} is outside the underlay {underlay}"),
+            ),
+            Some(_) => {}
+        }
+        let ip: IpAddr = ip.into();
+        if let Some(node) = self.s.topology.nodes.iter().find(|n| owns(n, ip)) {
+            self.err(
+                path,
+                format!("external client IP {ip} is the IP of node `{}`", node.name),
+            );
+        }
+    }
+}
+
+/// Whether `ip` is one of `node`'s underlay addresses, of either family.
+fn owns(node: &Node, ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => node.owns(v4),
+        IpAddr::V6(v6) => node.ip.v6 == Some(v6),
+    }
+}
