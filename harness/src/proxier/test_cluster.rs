@@ -1,4 +1,4 @@
-//! The builders both modes' unit tests share: proxier_test.go's node (`testNodeName`,
+//! The builders the modes' unit tests share: proxier_test.go's node (`testNodeName`,
 //! `testNodeIP`), its local-detector CIDR and service CIDR, and TCP service ports `ns/name:p80`
 //! with ready endpoints on port 80, as upstream's `makeTestService` / `makeTestEndpointSlice`.
 

@@ -8,8 +8,9 @@
 use super::KubeProxyIpvs;
 use crate::cluster::{ClusterState, EndpointInfo, NodeContext, NodeInfo, ServicePortInfo};
 use crate::programming::{IpSetType, Programming, Table, VirtualServer};
+use crate::proxier::test_cluster::{self, cidr, ip, With};
 use crate::proxier::Proxier;
-use crate::scenario::{Ipv4Cidr, Protocol, ProxierOptions, ServiceType};
+use crate::scenario::{Protocol, ProxierOptions, ServiceType};
 use ipvs_genl::{ForwardMethod, ServiceFlags, ServiceKey};
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -21,14 +22,6 @@ use std::net::{IpAddr, Ipv4Addr};
 const THIS_NODE: &str = "test-hostname";
 const OTHER_NODE: &str = "other-hostname";
 
-fn ip(s: &str) -> Ipv4Addr {
-    s.parse().expect("test IP")
-}
-
-fn cidr(s: &str) -> Ipv4Cidr {
-    s.parse().expect("test CIDR")
-}
-
 /// The fake proxier's node: `100.101.102.103` on eth0.
 fn node() -> NodeContext {
     NodeContext {
@@ -39,26 +32,12 @@ fn node() -> NodeContext {
     }
 }
 
-/// A ClusterIP service port `ns1/<name>:p80` with no endpoints.
+/// A ClusterIP service port `ns1/<name>:p80` with no endpoints, of `protocol` on `port`.
 fn svc(name: &str, cluster_ip: &str, protocol: Protocol, port: u16) -> ServicePortInfo {
-    ServicePortInfo {
-        namespace: "ns1".into(),
-        name: name.into(),
-        port_name: "p80".into(),
-        type_: ServiceType::ClusterIP,
-        protocol,
-        cluster_ip: Some(ip(cluster_ip)),
-        port,
-        node_port: None,
-        external_ips: vec![],
-        load_balancer_vips: vec![],
-        load_balancer_source_ranges: vec![],
-        external_policy_local: false,
-        internal_policy_local: false,
-        session_affinity_timeout_seconds: None,
-        health_check_node_port: None,
-        endpoints: vec![],
-    }
+    test_cluster::svc("ns1", name, cluster_ip).with(|s| {
+        s.protocol = protocol;
+        s.port = port;
+    })
 }
 
 fn node_port(mut sp: ServicePortInfo, port: u16) -> ServicePortInfo {
