@@ -9,7 +9,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 /// which other parsers read as octal, and only says the syntax is wrong.
 pub const IPV4_FORM: &str = "four decimal numbers 0-255, no leading zeros";
 
-/// A prefix type of one family: the address, the length, and the arithmetic on them.
+/// A prefix type of one family: the address, the length, the arithmetic on them, and its
+/// [`Prefix`] implementation.
 macro_rules! cidr_type {
     ($(#[$doc:meta])* $t:ident, $a:ty, $bits:ty) => {
         $(#[$doc])*
@@ -52,6 +53,28 @@ macro_rules! cidr_type {
                 write!(f, "{}/{}", self.addr, self.prefix_len)
             }
         }
+
+        impl Prefix for $t {
+            type Addr = $a;
+            fn addr(&self) -> $a {
+                self.addr
+            }
+            fn len(&self) -> u8 {
+                self.prefix_len
+            }
+            fn network(&self) -> $a {
+                <$t>::network(self)
+            }
+            fn contains(&self, ip: $a) -> bool {
+                <$t>::contains(self, ip)
+            }
+            fn nth(&self, n: u32) -> Option<$a> {
+                <$t>::nth(self, n)
+            }
+            fn last(&self) -> $a {
+                <$a>::from(<$bits>::from(<$t>::network(self)) | !self.mask())
+            }
+        }
     };
 }
 
@@ -88,35 +111,6 @@ pub trait Prefix: Copy + std::fmt::Display {
         self.len() >= outer.len() && outer.contains(self.network())
     }
 }
-
-macro_rules! prefix_impl {
-    ($t:ty, $a:ty, $bits:ty) => {
-        impl Prefix for $t {
-            type Addr = $a;
-            fn addr(&self) -> $a {
-                self.addr
-            }
-            fn len(&self) -> u8 {
-                self.prefix_len
-            }
-            fn network(&self) -> $a {
-                <$t>::network(self)
-            }
-            fn contains(&self, ip: $a) -> bool {
-                <$t>::contains(self, ip)
-            }
-            fn nth(&self, n: u32) -> Option<$a> {
-                <$t>::nth(self, n)
-            }
-            fn last(&self) -> $a {
-                <$a>::from(<$bits>::from(<$t>::network(self)) | !self.mask())
-            }
-        }
-    };
-}
-
-prefix_impl!(Ipv4Cidr, Ipv4Addr, u32);
-prefix_impl!(Ipv6Cidr, Ipv6Addr, u128);
 
 impl std::str::FromStr for Ipv4Cidr {
     type Err = String;

@@ -216,9 +216,13 @@ pub struct Node {
 }
 
 impl Node {
-    /// Whether `ip` is one of the node's underlay addresses (`ip` or a secondary one).
-    pub fn owns(&self, ip: Ipv4Addr) -> bool {
-        self.ip.v4 == ip || self.secondary_ips.contains(&ip)
+    /// Whether `ip` is one of the node's underlay addresses (`ip`, of either family, or a
+    /// secondary one).
+    pub fn owns(&self, ip: impl Into<std::net::IpAddr>) -> bool {
+        match ip.into() {
+            std::net::IpAddr::V4(v4) => self.ip.v4 == v4 || self.secondary_ips.contains(&v4),
+            std::net::IpAddr::V6(v6) => self.ip.v6 == Some(v6),
+        }
     }
 }
 

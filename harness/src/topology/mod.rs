@@ -124,10 +124,10 @@ impl Topology {
         let topo = &scenario.topology;
         let mut timings = BuildTimings::default();
         let ipv6 = Ipv6::of(topo);
-        let create_ns = |name: &str| create_ns(name, ipv6);
+        let new_ns = |name: &str| create_ns(name, ipv6);
 
         let started = Instant::now();
-        let fabric = create_ns(&prefix.fabric())?;
+        let fabric = new_ns(&prefix.fabric())?;
         let fabric_nl = NetlinkNs::open(&fabric)?;
         fabric_nl.set_up("lo").await?;
         fabric_nl
@@ -139,7 +139,7 @@ impl Topology {
         let mut nodes = Vec::with_capacity(topo.nodes.len());
         for (index, node) in topo.nodes.iter().enumerate() {
             let started = Instant::now();
-            let netns = create_ns(&prefix.node(&node.name))?;
+            let netns = new_ns(&prefix.node(&node.name))?;
             let built = NodeNs {
                 name: node.name.clone(),
                 ip: node.ip.v4,
@@ -178,7 +178,7 @@ impl Topology {
                 ipv6: pod.ip.v6,
                 mac: mac_for(&format!("pod/{}/{POD_IF}", pod.name)),
                 host_veth: node_port_for_pod(*slot),
-                netns: create_ns(&prefix.pod(&pod.name))?,
+                netns: new_ns(&prefix.pod(&pod.name))?,
             };
             *slot += 1;
             build_pod(node, &built).await?;
@@ -194,7 +194,7 @@ impl Topology {
                     ip: ext.ip.v4,
                     ipv6: ext.ip.v6,
                     mac: mac_for(&format!("external/{}/eth0", ext.name)),
-                    netns: create_ns(&prefix.external(&ext.name))?,
+                    netns: new_ns(&prefix.external(&ext.name))?,
                 };
                 build_external(&fabric_nl, &built, &topo.underlay).await?;
                 Some(built)
@@ -334,8 +334,7 @@ enum Ipv6 {
 
 impl Ipv6 {
     fn of(topo: &crate::scenario::Topology) -> Ipv6 {
-        let dual = [topo.underlay.v6.is_some(), topo.cluster_cidr.v6.is_some()];
-        if dual.contains(&true) {
+        if topo.underlay.v6.is_some() || topo.cluster_cidr.v6.is_some() {
             Ipv6::On
         } else {
             Ipv6::Off

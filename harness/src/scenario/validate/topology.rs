@@ -298,11 +298,8 @@ impl Checker<'_> {
                 );
             }
             self.pod_placement(&path, pod);
-            for (family, ip) in [
-                (Family::V4, Some(IpAddr::V4(pod.ip.v4))),
-                (Family::V6, pod.ip.v6.map(IpAddr::V6)),
-            ] {
-                let Some(ip) = ip else { continue };
+            // `all` yields IPv4 first, then IPv6.
+            for (ip, family) in pod.ip.all().zip([Family::V4, Family::V6]) {
                 if let Some(first) = ips.insert(ip, i) {
                     ips.insert(ip, first);
                     self.err(
@@ -429,19 +426,11 @@ impl Checker<'_> {
             Some(_) => {}
         }
         let ip: IpAddr = ip.into();
-        if let Some(node) = self.s.topology.nodes.iter().find(|n| owns(n, ip)) {
+        if let Some(node) = self.s.topology.nodes.iter().find(|n| n.owns(ip)) {
             self.err(
                 path,
                 format!("external client IP {ip} is the IP of node `{}`", node.name),
             );
         }
-    }
-}
-
-/// Whether `ip` is one of `node`'s underlay addresses, of either family.
-fn owns(node: &Node, ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => node.owns(v4),
-        IpAddr::V6(v6) => node.ip.v6 == Some(v6),
     }
 }
