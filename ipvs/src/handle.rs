@@ -210,7 +210,34 @@ impl IpvsHandle {
     }
 
     /// All services, in the kernel's dump order.
+    ///
+    /// A service dump that the kernel sends in several parts can be wrong when another
+    /// namespace adds or removes IPVS services meanwhile: `ip_vs_genl_dump_services`
+    /// (net/netfilter/ipvs/ip_vs_ctl.c) walks the hash tables every namespace shares, skipping
+    /// other namespaces' entries, and resumes each part at an index counted over all of them.
+    /// A service added elsewhere makes the next part repeat one of ours; one removed elsewhere
+    /// makes it skip one. A key is unique in a namespace, so a repeat is dropped; and the table
+    /// is dumped until two dumps in a row hold the same services, so a skipped one shows.
     pub fn services(&mut self) -> Result<Vec<ServiceState>> {
+        let mut last = self.dump_services()?;
+        for _ in 1..MAX_SERVICE_DUMPS {
+            let next = self.dump_services()?;
+            if same_keys(&last, &next) {
+                return Ok(next);
+            }
+            last = next;
+        }
+        Err(Error::Decode {
+            op: Operation::ListServices,
+            reason: format!(
+                "{MAX_SERVICE_DUMPS} service dumps in a row differed: other network namespaces \
+                 keep adding or removing IPVS services"
+            ),
+        })
+    }
+
+    /// One service dump, without the repeats a shifted part adds (see [`Self::services`]).
+    fn dump_services(&mut self) -> Result<Vec<ServiceState>> {
         let replies = self.run(
             Operation::ListServices,
             IpvsCmd::GetService,
@@ -218,7 +245,7 @@ impl IpvsHandle {
             Mode::Dump,
             None,
         )?;
-        decode_services(Operation::ListServices, replies)
+        decode_services(Operation::ListServices, replies).map(drop_repeats)
     }
 
     /// Adds a real server to a service (`ipvsadm -a`).
@@ -329,6 +356,26 @@ impl IpvsHandle {
     }
 }
 
+/// How many service dumps [`IpvsHandle::services`] takes at most to see two agree.
+const MAX_SERVICE_DUMPS: usize = 8;
+
+/// The services without a later repeat of a key: the first comes from the part that was
+/// consistent, a repeat from a part resumed at a shifted index.
+fn drop_repeats(services: Vec<ServiceState>) -> Vec<ServiceState> {
+    let mut seen = std::collections::HashSet::new();
+    services
+        .into_iter()
+        .filter(|s| seen.insert(s.service.key))
+        .collect()
+}
+
+/// Whether two dumps hold the same services in the same order (their counters may differ).
+fn same_keys(a: &[ServiceState], b: &[ServiceState]) -> bool {
+    a.iter()
+        .map(|s| s.service.key)
+        .eq(b.iter().map(|s| s.service.key))
+}
+
 fn decode_services(op: Operation, replies: Vec<IpvsMessage>) -> Result<Vec<ServiceState>> {
     let mut out = Vec::new();
     for msg in replies {
@@ -344,4 +391,51 @@ fn decode_services(op: Operation, replies: Vec<IpvsMessage>) -> Result<Vec<Servi
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Stats;
+
+    fn state(mark: u32, conns: u64) -> ServiceState {
+        let key = ServiceKey::FwMark { ipv6: false, mark };
+        ServiceState {
+            service: crate::types::Service::new(key, "rr"),
+            stats: Stats {
+                conns,
+                ..Stats::default()
+            },
+        }
+    }
+
+    /// The failure seen in the VM: a second part resumed two entries early repeats the last
+    /// two services; the first of each is kept, in order.
+    #[test]
+    fn a_repeated_key_is_the_shifted_part_and_goes() {
+        let dumped = vec![
+            state(1, 0),
+            state(2, 0),
+            state(3, 5),
+            state(2, 0),
+            state(3, 6),
+        ];
+        let kept = drop_repeats(dumped);
+        assert_eq!(kept, vec![state(1, 0), state(2, 0), state(3, 5)]);
+    }
+
+    /// Two dumps agree on the services they hold, in order, whatever their counters say; a
+    /// dump that skipped one does not agree with one that has it.
+    #[test]
+    fn dumps_agree_on_keys_not_counters() {
+        assert!(same_keys(
+            &[state(1, 0), state(2, 0)],
+            &[state(1, 9), state(2, 3)]
+        ));
+        assert!(!same_keys(&[state(1, 0)], &[state(1, 0), state(2, 0)]));
+        assert!(!same_keys(
+            &[state(2, 0), state(1, 0)],
+            &[state(1, 0), state(2, 0)]
+        ));
+    }
 }
