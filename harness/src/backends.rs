@@ -9,9 +9,9 @@
 use crate::netns::Netns;
 use crate::scenario::Protocol;
 use crate::topology::Topology;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncWriteExt;
@@ -70,45 +70,66 @@ impl Backends {
             sctp_listeners: Vec::new(),
         };
         for pod in pods {
-            let ns = &topo.pod(&pod.name)?.netns;
-            for port in &pod.ports {
-                let addr = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port.container_port);
-                let what = format!(
-                    "{} port {} of pod {}",
-                    port.protocol.upper(),
-                    port.container_port,
-                    pod.name
-                );
-                match port.protocol {
-                    Protocol::Tcp => {
-                        let listener =
-                            tcp_listen(ns, addr).with_context(|| format!("listening on {what}"))?;
-                        backends.serve_tcp_for(pod.name.clone(), listener);
-                    }
-                    Protocol::Udp => {
-                        let socket = ns
-                            .run(|| -> std::io::Result<std::net::UdpSocket> {
-                                let s = std::net::UdpSocket::bind(addr)?;
-                                s.set_nonblocking(true)?;
-                                Ok(s)
-                            })?
-                            .with_context(|| format!("binding {what}"))?;
-                        let socket = tokio::net::UdpSocket::from_std(socket)?;
-                        backends.tasks.push((
-                            pod.name.clone(),
-                            tokio::spawn(serve_udp(socket, pod.name.clone())),
-                        ));
-                    }
-                    Protocol::Sctp => {
-                        let fd = ns
-                            .run(|| sctp_listen(addr))?
-                            .with_context(|| format!("listening on {what}"))?;
-                        backends.sctp_listeners.push((pod.name.clone(), fd));
-                    }
+            let pod_ns = topo.pod(&pod.name)?;
+            let ns = &pod_ns.netns;
+            // Every IPv4 address, and on a dual-stack pod its IPv6 address (bound as such:
+            // `[::]` would take IPv4 too and clash with the first socket).
+            let addresses = std::iter::once(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+                .chain(pod_ns.ipv6.map(IpAddr::V6));
+            for address in addresses {
+                for port in &pod.ports {
+                    backends.serve_port(
+                        ns,
+                        &pod.name,
+                        SocketAddr::new(address, port.container_port),
+                        port.protocol,
+                    )?;
                 }
             }
         }
         Ok(backends)
+    }
+
+    /// An echo server for `protocol` on `addr` in pod `pod`'s namespace.
+    fn serve_port(
+        &mut self,
+        ns: &Netns,
+        pod: &str,
+        addr: SocketAddr,
+        protocol: Protocol,
+    ) -> Result<()> {
+        let what = format!("{} {addr} of pod {pod}", protocol.upper());
+        match protocol {
+            Protocol::Tcp => {
+                let listener =
+                    tcp_listen(ns, addr).with_context(|| format!("listening on {what}"))?;
+                self.serve_tcp_for(pod.to_string(), listener);
+            }
+            Protocol::Udp => {
+                let socket = ns
+                    .run(|| -> std::io::Result<std::net::UdpSocket> {
+                        let s = std::net::UdpSocket::bind(addr)?;
+                        s.set_nonblocking(true)?;
+                        Ok(s)
+                    })?
+                    .with_context(|| format!("binding {what}"))?;
+                let socket = tokio::net::UdpSocket::from_std(socket)?;
+                self.tasks.push((
+                    pod.to_string(),
+                    tokio::spawn(serve_udp(socket, pod.to_string())),
+                ));
+            }
+            Protocol::Sctp => {
+                let SocketAddr::V4(addr) = addr else {
+                    bail!("{what}: SCTP over IPv6 is not served yet");
+                };
+                let fd = ns
+                    .run(|| sctp_listen(addr))?
+                    .with_context(|| format!("listening on {what}"))?;
+                self.sctp_listeners.push((pod.to_string(), fd));
+            }
+        }
+        Ok(())
     }
 
     /// Stops the servers of pod `name` as its processes' exit would, and returns once every
@@ -158,15 +179,19 @@ impl Backends {
     /// proxier lets it through.
     pub fn serve_health_checks(&mut self, topo: &Topology, ports: &[u16]) -> Result<()> {
         for node in topo.nodes() {
-            for &port in ports {
-                let addr = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
-                let listener = tcp_listen(&node.netns, addr).with_context(|| {
-                    format!(
-                        "listening on healthCheckNodePort {port} of node {}",
-                        node.name
-                    )
-                })?;
-                self.serve_tcp_for(format!("health-check@{}", node.name), listener);
+            let addresses =
+                std::iter::once(IpAddr::V4(Ipv4Addr::UNSPECIFIED)).chain(node.ipv6.map(IpAddr::V6));
+            for address in addresses {
+                for &port in ports {
+                    let addr = SocketAddr::new(address, port);
+                    let listener = tcp_listen(&node.netns, addr).with_context(|| {
+                        format!(
+                            "listening on healthCheckNodePort {addr} of node {}",
+                            node.name
+                        )
+                    })?;
+                    self.serve_tcp_for(format!("health-check@{}", node.name), listener);
+                }
             }
         }
         Ok(())
@@ -174,7 +199,7 @@ impl Backends {
 }
 
 /// A non-blocking TCP listener on `addr` inside `ns`, handed to tokio.
-fn tcp_listen(ns: &Netns, addr: SocketAddrV4) -> Result<tokio::net::TcpListener> {
+fn tcp_listen(ns: &Netns, addr: SocketAddr) -> Result<tokio::net::TcpListener> {
     let listener = ns.run(|| -> std::io::Result<std::net::TcpListener> {
         let l = std::net::TcpListener::bind(addr)?;
         l.set_nonblocking(true)?;

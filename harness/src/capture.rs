@@ -12,7 +12,7 @@ use pnet::packet::ipv4::Ipv4Packet;
 use pnet::packet::ipv6::Ipv6Packet;
 use pnet::packet::udp::UdpPacket;
 use pnet::packet::Packet;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 /// How often a blocked read wakes up to check the deadline; also how long a drain of an
@@ -22,41 +22,35 @@ const READ_SLICE: Duration = Duration::from_millis(5);
 /// How long past its deadline a wait keeps reading frames that are already queued.
 const DRAIN_GRACE: Duration = Duration::from_millis(100);
 
-/// The L3/L4 identity of an IPv4 packet: what translations change.
+/// The L3/L4 identity of a packet of either family: what translations change. Ports are 0 for
+/// protocols without them (ICMP, ICMPv6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Flow {
     pub protocol: u8,
-    pub src: Ipv4Addr,
+    pub src: IpAddr,
     pub sport: u16,
-    pub dst: Ipv4Addr,
+    pub dst: IpAddr,
     pub dport: u16,
 }
 
 impl std::fmt::Display for Flow {
+    /// `tcp 10.244.1.10:20000 -> 10.96.0.10:80`, `tcp [fd00::a]:20000 -> [fd00::1]:80`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let proto = match self.protocol {
             6 => "tcp",
             17 => "udp",
             1 => "icmp",
+            58 => "icmpv6",
             132 => "sctp",
             _ => "ip",
         };
         write!(
             f,
-            "{proto} {}:{} -> {}:{}",
-            self.src, self.sport, self.dst, self.dport
+            "{proto} {} -> {}",
+            SocketAddr::new(self.src, self.sport),
+            SocketAddr::new(self.dst, self.dport)
         )
     }
-}
-
-/// The L3/L4 identity of an IPv6 packet; ports are 0 for protocols without them (ICMPv6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Flow6 {
-    pub protocol: u8,
-    pub src: Ipv6Addr,
-    pub sport: u16,
-    pub dst: Ipv6Addr,
-    pub dport: u16,
 }
 
 /// A captured Ethernet frame.
@@ -66,34 +60,34 @@ pub struct Frame {
 }
 
 impl Frame {
-    /// The IPv4 flow of this frame, if it is IPv4 (ports are 0 for non-TCP/UDP).
+    /// The flow of this frame, if it is IPv4 or IPv6 (IPv6 with no extension header: its
+    /// next header is the transport's).
     pub fn flow(&self) -> Option<Flow> {
         let eth = EthernetPacket::new(&self.bytes)?;
-        if eth.get_ethertype() != EtherTypes::Ipv4 {
-            return None;
+        match eth.get_ethertype() {
+            EtherTypes::Ipv4 => {
+                let ip = Ipv4Packet::new(eth.payload())?;
+                flow_of(
+                    ip.get_next_level_protocol(),
+                    IpAddr::V4(ip.get_source()),
+                    IpAddr::V4(ip.get_destination()),
+                    ip.payload(),
+                )
+            }
+            EtherTypes::Ipv6 => {
+                let ip = Ipv6Packet::new(eth.payload())?;
+                flow_of(
+                    ip.get_next_header(),
+                    IpAddr::V6(ip.get_source()),
+                    IpAddr::V6(ip.get_destination()),
+                    ip.payload(),
+                )
+            }
+            _ => None,
         }
-        flow_of_ipv4(eth.payload())
     }
 
-    /// The IPv6 flow of this frame, if it is IPv6 with no extension header.
-    pub fn flow6(&self) -> Option<Flow6> {
-        let eth = EthernetPacket::new(&self.bytes)?;
-        if eth.get_ethertype() != EtherTypes::Ipv6 {
-            return None;
-        }
-        let ip = Ipv6Packet::new(eth.payload())?;
-        let protocol = ip.get_next_header();
-        let (sport, dport) = ports(protocol, ip.payload())?;
-        Some(Flow6 {
-            protocol: protocol.0,
-            src: ip.get_source(),
-            sport,
-            dst: ip.get_destination(),
-            dport,
-        })
-    }
-
-    /// For a VXLAN-encapsulated frame (UDP to `vxlan_port`), the inner frame's IPv4 flow.
+    /// For a VXLAN-encapsulated frame (UDP to `vxlan_port`), the inner frame's flow.
     pub fn vxlan_inner_flow(&self, vxlan_port: u16) -> Option<Flow> {
         self.vxlan_inner(vxlan_port)?.flow()
     }
@@ -131,15 +125,13 @@ fn ports(protocol: IpNextHeaderProtocol, l4: &[u8]) -> Option<(u16, u16)> {
     }
 }
 
-fn flow_of_ipv4(bytes: &[u8]) -> Option<Flow> {
-    let ip = Ipv4Packet::new(bytes)?;
-    let protocol = ip.get_next_level_protocol().0;
-    let (sport, dport) = ports(ip.get_next_level_protocol(), ip.payload())?;
+fn flow_of(protocol: IpNextHeaderProtocol, src: IpAddr, dst: IpAddr, l4: &[u8]) -> Option<Flow> {
+    let (sport, dport) = ports(protocol, l4)?;
     Some(Flow {
-        protocol,
-        src: ip.get_source(),
+        protocol: protocol.0,
+        src,
         sport,
-        dst: ip.get_destination(),
+        dst,
         dport,
     })
 }

@@ -2,12 +2,18 @@
 //! IP:port with their conditions — what kube-proxy holds in its ServicePort/Endpoint maps after
 //! its change trackers ran (pkg/proxy/serviceport.go, pkg/proxy/endpoint.go).
 //!
+//! One state per IP family, as kube-proxy runs one proxier per family on a dual-stack node
+//! (pkg/proxy/metaproxier): each holds only its family's addresses (the Service's ClusterIP of
+//! that family, its external and load balancer IPs and source ranges of that family, the
+//! endpoints of EndpointSlices of that address type), and a Service without a ClusterIP of the
+//! family is not in it at all (`serviceToServiceMap`, pkg/proxy/servicechangetracker.go).
+//!
 //! This is also the JSON document (`version: 1`) handed to `exec:` proxiers on stdin, so field
 //! names are part of a public, versioned schema: add fields, never rename them.
 
-use crate::scenario::{Ipv4Cidr, Protocol, ProxierOptions, ServiceType};
+use crate::scenario::{IpCidr, IpFamily, Protocol, ProxierOptions, ServiceType};
 use serde::{Deserialize, Serialize};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// Version of the JSON schema of [`ClusterState`] / [`ProxierInput`] for a node's first sync.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -18,23 +24,29 @@ pub const STEP_SCHEMA_VERSION: u32 = 2;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterState {
+    /// The family of every address in this state.
+    pub ip_family: IpFamily,
     #[serde(rename = "clusterCIDR")]
-    pub cluster_cidr: Ipv4Cidr,
+    pub cluster_cidr: IpCidr,
     #[serde(rename = "serviceCIDR")]
-    pub service_cidr: Ipv4Cidr,
+    pub service_cidr: IpCidr,
     pub nodes: Vec<NodeInfo>,
     /// One entry per (service, port), ordered by namespace, name, port name.
     pub service_ports: Vec<ServicePortInfo>,
     pub options: ProxierOptions,
+    /// In the IPv4 state of a dual-stack cluster, the IPv6 proxier's state. Not part of the
+    /// `exec:` document (see `exec-schema.md`).
+    #[serde(skip)]
+    pub ipv6: Option<Box<ClusterState>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeInfo {
     pub name: String,
-    pub ip: Ipv4Addr,
+    pub ip: IpAddr,
     #[serde(rename = "podCIDR")]
-    pub pod_cidr: Ipv4Cidr,
+    pub pod_cidr: IpCidr,
 }
 
 /// The node being programmed, as the proxier running on it sees itself.
@@ -43,13 +55,18 @@ pub struct NodeInfo {
 pub struct NodeContext {
     pub name: String,
     #[serde(rename = "nodeIP")]
-    pub node_ip: Ipv4Addr,
+    pub node_ip: IpAddr,
     #[serde(rename = "podCIDR")]
-    pub pod_cidr: Ipv4Cidr,
+    pub pod_cidr: IpCidr,
     /// Every address on the node's interfaces other than kube-ipvs0 and loopback (node IP,
     /// bridge gateway, VXLAN address), sorted: what kube-proxy's
-    /// `GetAllLocalAddressesExcept("kube-ipvs0")` returns and uses as NodePort addresses.
-    pub local_addresses: Vec<Ipv4Addr>,
+    /// `GetAllLocalAddressesExcept("kube-ipvs0")` returns and uses as NodePort addresses, of
+    /// the state's family (IPv6 link-local addresses left out, as kube-proxy filters them).
+    pub local_addresses: Vec<IpAddr>,
+    /// On a dual-stack node, the node as its IPv6 proxier sees itself. Not part of the
+    /// `exec:` document.
+    #[serde(skip)]
+    pub ipv6: Option<Box<NodeContext>>,
 }
 
 /// A ServicePort: one port of one Service (kube-proxy's `ServicePortName` + `BaseServicePortInfo`).
@@ -65,16 +82,16 @@ pub struct ServicePortInfo {
     pub protocol: Protocol,
     /// `None` for headless services (which proxiers ignore).
     #[serde(rename = "clusterIP")]
-    pub cluster_ip: Option<Ipv4Addr>,
+    pub cluster_ip: Option<IpAddr>,
     pub port: u16,
     pub node_port: Option<u16>,
     #[serde(rename = "externalIPs")]
-    pub external_ips: Vec<Ipv4Addr>,
+    pub external_ips: Vec<IpAddr>,
     /// LoadBalancer ingress IPs with ipMode VIP (or unset); `ipMode: Proxy` ones are excluded, as
     /// in pkg/proxy/serviceport.go.
     #[serde(rename = "loadBalancerVIPs")]
-    pub load_balancer_vips: Vec<Ipv4Addr>,
-    pub load_balancer_source_ranges: Vec<Ipv4Cidr>,
+    pub load_balancer_vips: Vec<IpAddr>,
+    pub load_balancer_source_ranges: Vec<IpCidr>,
     pub external_policy_local: bool,
     pub internal_policy_local: bool,
     /// ClientIP affinity timeout; `None` without session affinity.
@@ -106,7 +123,7 @@ impl ServicePortInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointInfo {
-    pub ip: Ipv4Addr,
+    pub ip: IpAddr,
     pub port: u16,
     pub node_name: Option<String>,
     pub ready: bool,

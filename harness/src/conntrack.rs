@@ -1,4 +1,4 @@
-//! The conntrack table of a namespace over ctnetlink: list the IPv4 entries, delete chosen
+//! The conntrack table of a namespace over ctnetlink: list the entries of both families, delete chosen
 //! ones. Used to flush every flow but the ones a scenario keeps across steps, and to apply a
 //! proxier's stale-entry cleanup (kube-proxy's `conntrack.CleanStaleEntries`, which also
 //! lists the table and deletes by filter, pkg/proxy/conntrack/cleanup.go).
@@ -9,7 +9,7 @@ use crate::nfnetlink::{
     NLM_F_REQUEST,
 };
 use anyhow::{bail, Context, Result};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 // include/uapi/linux/netfilter/nfnetlink_conntrack.h
 const IPCTNL_MSG_CT_NEW: u16 = 0;
@@ -20,6 +20,8 @@ const CTA_TUPLE_IP: u16 = 1;
 const CTA_TUPLE_PROTO: u16 = 2;
 const CTA_IP_V4_SRC: u16 = 1;
 const CTA_IP_V4_DST: u16 = 2;
+const CTA_IP_V6_SRC: u16 = 3;
+const CTA_IP_V6_DST: u16 = 4;
 const CTA_PROTO_NUM: u16 = 1;
 const CTA_PROTO_SRC_PORT: u16 = 2;
 const CTA_PROTO_DST_PORT: u16 = 3;
@@ -32,8 +34,9 @@ const NFGENMSG_LEN: usize = 4;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Tuple {
     pub protocol: u8,
-    pub src: Ipv4Addr,
-    pub dst: Ipv4Addr,
+    /// Both addresses are of one family.
+    pub src: IpAddr,
+    pub dst: IpAddr,
     pub sport: u16,
     pub dport: u16,
 }
@@ -82,9 +85,12 @@ fn parse_tuple(payload: &[u8]) -> Option<Tuple> {
     let attrs = attributes(payload);
     let ip = find(&attrs, CTA_TUPLE_IP)?;
     let proto = find(&attrs, CTA_TUPLE_PROTO)?;
-    let v4 = |k| -> Option<Ipv4Addr> {
-        let b: [u8; 4] = value(&ip, k)?.try_into().ok()?;
-        Some(Ipv4Addr::from(b))
+    let addr = |v4: u16, v6: u16| -> Option<IpAddr> {
+        if let Some(b) = value(&ip, v4) {
+            return Some(IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(b).ok()?)));
+        }
+        let b: [u8; 16] = value(&ip, v6)?.try_into().ok()?;
+        Some(IpAddr::V6(Ipv6Addr::from(b)))
     };
     let port = |k| -> u16 {
         value(&proto, k)
@@ -93,8 +99,8 @@ fn parse_tuple(payload: &[u8]) -> Option<Tuple> {
     };
     Some(Tuple {
         protocol: *value(&proto, CTA_PROTO_NUM)?.first()?,
-        src: v4(CTA_IP_V4_SRC)?,
-        dst: v4(CTA_IP_V4_DST)?,
+        src: addr(CTA_IP_V4_SRC, CTA_IP_V6_SRC)?,
+        dst: addr(CTA_IP_V4_DST, CTA_IP_V6_DST)?,
         sport: port(CTA_PROTO_SRC_PORT),
         dport: port(CTA_PROTO_DST_PORT),
     })
@@ -126,9 +132,13 @@ fn attribute(kind: u16, payload: &[u8]) -> Vec<u8> {
 
 /// `CTA_TUPLE_ORIG` for `t`: the key the kernel looks an entry up by.
 fn tuple_attribute(t: &Tuple) -> Vec<u8> {
+    let address = |v4: u16, v6: u16, ip: IpAddr| match ip {
+        IpAddr::V4(a) => attribute(v4, &a.octets()),
+        IpAddr::V6(a) => attribute(v6, &a.octets()),
+    };
     let ip = [
-        attribute(CTA_IP_V4_SRC, &t.src.octets()),
-        attribute(CTA_IP_V4_DST, &t.dst.octets()),
+        address(CTA_IP_V4_SRC, CTA_IP_V6_SRC, t.src),
+        address(CTA_IP_V4_DST, CTA_IP_V6_DST, t.dst),
     ]
     .concat();
     let proto = [
@@ -145,13 +155,14 @@ fn tuple_attribute(t: &Tuple) -> Vec<u8> {
     attribute(CTA_TUPLE_ORIG | NLA_F_NESTED, &body)
 }
 
-/// Every IPv4 entry of `ns`'s conntrack table, sorted.
+/// Every entry of `ns`'s conntrack table, IPv4 and IPv6, sorted.
 pub fn entries(ns: &Netns) -> Result<Vec<Entry>> {
+    // AF_UNSPEC: ctnetlink_dump_table filters by family only when one is given.
     let req = request(
         (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET,
         NLM_F_REQUEST | NLM_F_DUMP,
         1,
-        libc::AF_INET as u8,
+        libc::AF_UNSPEC as u8,
         &[],
     );
     let replies = exchange(ns, req, true)
@@ -179,7 +190,10 @@ pub fn delete(ns: &Netns, original: &Tuple) -> Result<()> {
         (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE,
         NLM_F_REQUEST | NLM_F_ACK,
         1,
-        libc::AF_INET as u8,
+        match original.src {
+            IpAddr::V4(_) => libc::AF_INET as u8,
+            IpAddr::V6(_) => libc::AF_INET6 as u8,
+        },
         &tuple_attribute(original),
     );
     let replies = exchange(ns, req, false)
@@ -213,18 +227,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_tuple_attribute_parses_back() {
-        let t = Tuple {
-            protocol: 17,
-            src: Ipv4Addr::new(10, 244, 1, 5),
-            dst: Ipv4Addr::new(10, 96, 0, 10),
-            sport: 5353,
-            dport: 53,
-        };
-        let a = tuple_attribute(&t);
-        let attrs = attributes(&a);
-        assert_eq!(attrs.len(), 1);
-        assert_eq!(attrs[0].0, CTA_TUPLE_ORIG);
-        assert_eq!(parse_tuple(attrs[0].1), Some(t));
+    fn a_tuple_attribute_parses_back_in_either_family() {
+        for (src, dst) in [
+            ("10.244.1.5", "10.96.0.10"),
+            ("fd00:10:244:1::5", "fd00:10:96::a"),
+        ] {
+            let t = Tuple {
+                protocol: 17,
+                src: src.parse().unwrap(),
+                dst: dst.parse().unwrap(),
+                sport: 5353,
+                dport: 53,
+            };
+            let a = tuple_attribute(&t);
+            let attrs = attributes(&a);
+            assert_eq!(attrs.len(), 1);
+            assert_eq!(attrs[0].0, CTA_TUPLE_ORIG);
+            assert_eq!(parse_tuple(attrs[0].1), Some(t));
+        }
     }
 }

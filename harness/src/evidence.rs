@@ -21,7 +21,7 @@ use crate::topology::Topology;
 use excerpt::Target;
 use ipvs_genl::{format_list, Info, IpvsHandle, TableEntry};
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 /// A failing probe, as a report shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,7 +181,12 @@ impl<'a> Collector<'a> {
 /// bound` for every target address.
 fn kube_ipvs0_line(dev: &DeviceState, targets: &[Target]) -> String {
     let mut addrs: Vec<Ipv4Addr> = Vec::new();
-    for a in targets.iter().filter_map(|t| t.addr) {
+    // kube-ipvs0 holds IPv4 addresses only.
+    let v4 = |a: IpAddr| match a {
+        IpAddr::V4(a) => Some(a),
+        IpAddr::V6(_) => None,
+    };
+    for a in targets.iter().filter_map(|t| t.addr.and_then(v4)) {
         if !addrs.contains(&a) {
             addrs.push(a);
         }
@@ -252,7 +257,7 @@ pub fn targets(scenario: &Scenario, spec: &Probe, plan: &ProbePlan) -> Vec<Targe
         })
     });
     if let (Some(svc), Some(port)) = (service, port) {
-        let mut add = |addr: Option<Ipv4Addr>, p: u16| {
+        let mut add = |addr: Option<IpAddr>, p: u16| {
             let t = Target {
                 protocol: port.protocol,
                 addr,
@@ -262,7 +267,7 @@ pub fn targets(scenario: &Scenario, spec: &Probe, plan: &ProbePlan) -> Vec<Targe
                 out.push(t);
             }
         };
-        if let Some(ip) = svc.spec.cluster_ip.as_deref().and_then(|c| c.parse().ok()) {
+        for ip in svc.cluster_ips() {
             add(Some(ip), port.port);
         }
         for ip in &svc.spec.external_ips {
@@ -407,7 +412,7 @@ mod tests {
         };
         let t = |addr: Option<[u8; 4]>, port| Target {
             protocol: Protocol::Tcp,
-            addr: addr.map(Ipv4Addr::from),
+            addr: addr.map(|a| IpAddr::V4(Ipv4Addr::from(a))),
             port,
         };
         assert_eq!(

@@ -15,7 +15,7 @@ use crate::topology::Topology;
 use anyhow::{anyhow, bail, Context, Result};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Write};
-use std::net::{SocketAddrV4, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::Duration;
 
 enum Socket {
@@ -73,8 +73,8 @@ impl KeptFlows {
         probe::flush_conntrack_keeping(topo, &self.entries())?;
         let ns = source_namespace(topo, &plan.source)?;
         let (ip, protocol) = (source_ip(&plan.source), plan.protocol);
-        let local = SocketAddrV4::new(ip, plan.sport);
-        let remote = SocketAddrV4::new(plan.dst, plan.dport);
+        let local = SocketAddr::new(ip, plan.sport);
+        let remote = SocketAddr::new(plan.dst, plan.dport);
         let opened = ns.run(move || -> std::io::Result<Socket> {
             match protocol {
                 Protocol::Tcp => Ok(Socket::Tcp(std::io::BufReader::new(probe::connect_tcp(
@@ -200,7 +200,7 @@ fn source_namespace<'t>(topo: &'t Topology, source: &Source) -> Result<&'t Netns
     }
 }
 
-fn source_ip(source: &Source) -> std::net::Ipv4Addr {
+fn source_ip(source: &Source) -> std::net::IpAddr {
     match source {
         Source::Crafted { ip, .. } | Source::Socket { ip, .. } => *ip,
     }

@@ -12,13 +12,13 @@ use crate::probe::{ProbePlan, Shot, Source};
 use crate::scenario::{Expectation, OutcomeExpectation, SourceExpectation};
 use serde::Serialize;
 use std::collections::BTreeSet;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, SocketAddr};
 
 /// An address some node owns, with a name saying which interface: used to say *who* a
 /// masqueraded packet came from ("node-b flannel.1").
 #[derive(Debug, Clone)]
 pub struct NodeAddress {
-    pub ip: Ipv4Addr,
+    pub ip: IpAddr,
     pub label: String,
 }
 
@@ -71,7 +71,7 @@ pub struct ShotObservation {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
     #[serde(skip)]
-    pub source_ip_seen: Option<Ipv4Addr>,
+    pub source_ip_seen: Option<IpAddr>,
     #[serde(skip)]
     pub reply_translated: Option<bool>,
     /// The client's source port of this shot (differs per repetition).
@@ -99,21 +99,29 @@ pub struct ProbeObservation {
     #[serde(skip)]
     pub all: Vec<ShotObservation>,
     #[serde(skip)]
-    pub client_ip: Option<Ipv4Addr>,
+    pub client_ip: Option<IpAddr>,
 }
 
 /// The packet as the backend saw it. A masqueraded source port is written `*`: kube-proxy
 /// masquerades with `--random-fully`, so that port is random by design.
-fn flow_text(f: &Flow, client: Ipv4Addr) -> String {
-    let sport = if f.src == client {
-        f.sport.to_string()
+fn flow_text(f: &Flow, client: IpAddr) -> String {
+    let src = if f.src == client {
+        SocketAddr::new(f.src, f.sport).to_string()
     } else {
-        "*".to_string()
+        format!("{}:*", bracketed(f.src))
     };
-    format!("{}:{sport} -> {}:{}", f.src, f.dst, f.dport)
+    format!("{src} -> {}", SocketAddr::new(f.dst, f.dport))
 }
 
-fn who(ip: Ipv4Addr, nodes: &[NodeAddress]) -> String {
+/// An address as it precedes `:port`: IPv6 in brackets.
+fn bracketed(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(a) => a.to_string(),
+        IpAddr::V6(a) => format!("[{a}]"),
+    }
+}
+
+fn who(ip: IpAddr, nodes: &[NodeAddress]) -> String {
     nodes
         .iter()
         .find(|n| n.ip == ip)
@@ -123,7 +131,7 @@ fn who(ip: Ipv4Addr, nodes: &[NodeAddress]) -> String {
 
 /// The client address a probe really uses (a socket probe from localhost is still sourced from
 /// 127.0.0.1 before any NAT).
-fn client_ip(plan: &ProbePlan) -> Ipv4Addr {
+fn client_ip(plan: &ProbePlan) -> IpAddr {
     match &plan.source {
         Source::Crafted { ip, .. } | Source::Socket { ip, .. } => *ip,
     }
@@ -138,9 +146,7 @@ pub fn observe_shot(plan: &ProbePlan, shot: &Shot, nodes: &[NodeAddress]) -> Sho
         let mut pod = None;
         for field in app.split_whitespace() {
             if let Some(c) = field.strip_prefix("client=") {
-                seen_ip = c
-                    .rsplit_once(':')
-                    .and_then(|(ip, _)| ip.parse::<Ipv4Addr>().ok());
+                seen_ip = c.parse::<SocketAddr>().ok().map(|a| a.ip());
             } else if let Some(p) = field.strip_prefix("pod=") {
                 pod = Some(p.to_string());
             }
@@ -184,12 +190,16 @@ pub fn observe_shot(plan: &ProbePlan, shot: &Shot, nodes: &[NodeAddress]) -> Sho
     let (reply, translated) = match shot.answer {
         Some(Answer::Reply { from, sport }) => {
             let ok = from == plan.dst && sport == plan.dport;
-            (Some(format!("from {from}:{sport}")), Some(ok))
+            (
+                Some(format!("from {}", SocketAddr::new(from, sport))),
+                Some(ok),
+            )
         }
         Some(Answer::Reset) => (Some("tcp-reset".to_string()), None),
         Some(Answer::Unreachable { from, code }) => (
             Some(format!(
-                "icmp-unreachable code {code} from {}",
+                "{}-unreachable code {code} from {}",
+                if from.is_ipv6() { "icmpv6" } else { "icmp" },
                 who(from, nodes)
             )),
             None,
@@ -241,12 +251,15 @@ pub fn observe_probe(
 ) -> ProbeObservation {
     let all: Vec<ShotObservation> = shots.iter().map(|s| observe_shot(plan, s, nodes)).collect();
     let from = format!(
-        "{} ({}:{})",
+        "{} ({})",
         plan.source.label(),
-        client_ip(plan),
-        plan.sport
+        SocketAddr::new(client_ip(plan), plan.sport)
     );
-    let to = format!("{} {}:{}", plan.protocol.lower(), plan.dst, plan.dport);
+    let to = format!(
+        "{} {}",
+        plan.protocol.lower(),
+        SocketAddr::new(plan.dst, plan.dport)
+    );
     let reached: Vec<String> = all.iter().filter_map(|s| s.backend.clone()).collect();
     let client = Some(client_ip(plan));
     if random_choice {

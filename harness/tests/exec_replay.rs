@@ -53,7 +53,9 @@ fn minimal_proxier(cluster: &ClusterState, node: &NodeContext) -> Programming {
     let mut cluster_ips = Vec::new();
     let mut dnat = Vec::new();
     for sp in &cluster.service_ports {
-        let Some(cip) = sp.cluster_ip else { continue };
+        let Some(std::net::IpAddr::V4(cip)) = sp.cluster_ip else {
+            continue;
+        };
         let proto = sp.protocol.lower();
         if !p.ipvs_addresses.contains(&cip) {
             p.ipvs_addresses.push(cip);

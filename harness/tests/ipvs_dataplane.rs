@@ -73,9 +73,9 @@ async fn needs_ipvs_virtual_server_in_a_node_netns_translates_real_packets() {
         .unwrap();
     let dnat = Flow {
         protocol: 17,
-        src: a1.ip,
+        src: a1.ip.into(),
         sport: 40000,
-        dst: b1.ip,
+        dst: b1.ip.into(),
         dport: 5353,
     };
     let seen = at_b1.wait_for(WAIT, |f| {

@@ -114,6 +114,84 @@ async fn external_client_enters_through_the_named_node() {
     );
 }
 
+/// The same paths over IPv6, in a dual-stack topology: crafted IPv6 packets from pods and the
+/// external client, IPv6 sockets from a node.
+const DUAL_STACK: &str = r#"
+topology:
+  underlay: 192.168.1.0/24,fd00:192:168:1::/64
+  clusterCIDR: 10.244.0.0/16,fd00:10:244::/56
+  nodes:
+    - { name: node-a, ips: [192.168.1.10, "fd00:192:168:1::10"], podCIDRs: [10.244.1.0/24, "fd00:10:244:1::/64"] }
+    - { name: node-b, ips: [192.168.1.11, "fd00:192:168:1::11"], podCIDRs: [10.244.2.0/24, "fd00:10:244:2::/64"] }
+  pods:
+    - { name: a1, node: node-a, ips: [10.244.1.10, "fd00:10:244:1::10"] }
+    - name: b1
+      node: node-b
+      ips: [10.244.2.10, "fd00:10:244:2::10"]
+      ports:
+        - { containerPort: 8080, protocol: TCP }
+        - { containerPort: 5353, protocol: UDP }
+  external: { ips: [192.168.1.100, "fd00:192:168:1::100"] }
+probes:
+  - { name: tcp6, from: { pod: a1 }, to: { ip: "fd00:10:244:2::10", dport: 8080 } }
+  - { name: udp6, from: { pod: a1 }, to: { ip: "fd00:10:244:2::10", dport: 5353 }, protocol: UDP }
+  - { name: no-listener6, from: { pod: a1 }, to: { ip: "fd00:10:244:2::10", dport: 9999 } }
+  - { name: node-socket6, from: { node: node-a }, to: { ip: "fd00:10:244:2::10", dport: 8080 } }
+  - { name: external6, from: { external: true }, to: { ip: "fd00:10:244:2::10", dport: 8080, node: node-b } }
+  - { name: tcp4, from: { pod: a1 }, to: { ip: 10.244.2.10, dport: 8080 } }
+"#;
+
+async fn observe6(name: &str) -> kpct::observe::ProbeObservation {
+    let s = scenario::parse(DUAL_STACK, "probe-test-dual-stack.yaml").expect("scenario is valid");
+    let topo = Topology::build(&s).await.unwrap();
+    let _servers = Backends::start(&topo, &s.topology.pods).unwrap();
+    let index = s.probes.iter().position(|p| p.name == name).unwrap();
+    let plan = probe::plan(&s, &topo, index).unwrap();
+    let shots = probe::fire(&topo, &plan, TIMEOUT).unwrap();
+    observe_probe(&plan, &shots, &[], false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crafted_ipv6_packets_are_delivered_and_answered() {
+    let obs = observe6("tcp6").await;
+    let shot = &obs.shots[0];
+    assert_eq!(shot.verdict, Verdict::Delivered, "{obs:#?}");
+    assert_eq!(obs.from, "pod a1 ([fd00:10:244:1::10]:20000)");
+    assert_eq!(
+        shot.backend_saw.as_deref(),
+        Some("[fd00:10:244:1::10]:20000 -> [fd00:10:244:2::10]:8080")
+    );
+    assert_eq!(shot.reply.as_deref(), Some("from [fd00:10:244:2::10]:8080"));
+    let obs = observe6("udp6").await;
+    assert_eq!(obs.shots[0].verdict, Verdict::Delivered, "{obs:#?}");
+    let obs = observe6("no-listener6").await;
+    assert_eq!(
+        (obs.shots[0].verdict, obs.shots[0].reply.as_deref()),
+        (Verdict::DeliveredRefusedByBackend, Some("tcp-reset")),
+        "{obs:#?}"
+    );
+    // The IPv4 path of a dual-stack pod is unchanged: the IPv6 listener is a socket of its own.
+    let obs = observe6("tcp4").await;
+    assert_eq!(obs.shots[0].verdict, Verdict::Delivered, "{obs:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_sockets_and_the_external_client_reach_a_pod() {
+    let obs = observe6("node-socket6").await;
+    assert_eq!(obs.shots[0].verdict, Verdict::Delivered, "{obs:#?}");
+    assert_eq!(obs.shots[0].source.as_deref(), Some("preserved"));
+    assert_eq!(
+        obs.shots[0].backend_saw.as_deref(),
+        Some("client fd00:192:168:1::10")
+    );
+    let obs = observe6("external6").await;
+    assert_eq!(obs.shots[0].verdict, Verdict::Delivered, "{obs:#?}");
+    assert_eq!(
+        obs.shots[0].backend_saw.as_deref(),
+        Some("[fd00:192:168:1::100]:24000 -> [fd00:10:244:2::10]:8080")
+    );
+}
+
 #[test]
 fn probe_sequence_numbers_are_stable_and_distinct() {
     assert_eq!(

@@ -4,7 +4,7 @@
 mod common;
 
 use kpct::scenario::{self, ScenarioError};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 fn yaml_files(dir: &Path) -> Vec<PathBuf> {
@@ -21,7 +21,7 @@ fn scenarios_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios")
 }
 
-fn ip(s: &str) -> Ipv4Addr {
+fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
@@ -179,7 +179,7 @@ fn clusterip_cross_node_resolves_to_the_node_b_pods() {
     let sp = &state.service_ports[0];
     assert_eq!(sp.service_port_name(), "default/web");
     assert_eq!((sp.cluster_ip, sp.port), (Some(ip("10.96.0.10")), 80));
-    let eps: Vec<(Ipv4Addr, u16, Option<&str>)> = sp
+    let eps: Vec<(IpAddr, u16, Option<&str>)> = sp
         .endpoints
         .iter()
         .map(|e| (e.ip, e.port, e.node_name.as_deref()))
@@ -201,7 +201,7 @@ fn rke2_ipvs_node_matches_the_walkthrough() {
     assert_eq!(sp.cluster_ip, Some(ip("10.96.123.45")));
     assert_eq!((sp.port, sp.node_port), (80, Some(30080)));
     assert!(!sp.external_policy_local);
-    let eps: Vec<(Ipv4Addr, u16)> = sp.endpoints.iter().map(|e| (e.ip, e.port)).collect();
+    let eps: Vec<(IpAddr, u16)> = sp.endpoints.iter().map(|e| (e.ip, e.port)).collect();
     assert_eq!(
         eps,
         vec![(ip("10.244.1.10"), 8080), (ip("10.244.1.11"), 8080)]
@@ -247,13 +247,33 @@ const BAD: &[(&str, &str)] = &[
          tests/fixtures/bad/secondary-ips.yaml:14:5: topology.external.ip: external client IP 192.168.1.20 is the IP of node `node-a`",
     ),
     (
+        "service-families-single-stack.yaml",
+        "tests/fixtures/bad/service-families-single-stack.yaml:10:13: services[0].spec.ipFamilyPolicy: this cluster is not configured for dual-stack services (topology.serviceCIDR has no IPv6 range)\n\
+         tests/fixtures/bad/service-families-single-stack.yaml:12:13: services[1].spec.clusterIP: IPv6 is not configured on this cluster (topology.serviceCIDR has no IPv6 range)\n\
+         tests/fixtures/bad/service-families-single-stack.yaml:15:5: endpointSlices[0].addressType: the cluster has no IPv6 range (topology.clusterCIDR): no proxier reads an IPv6 slice",
+    ),
+    (
+        "service-families.yaml",
+        "tests/fixtures/bad/service-families.yaml:17:47: services[0].spec.clusterIPs: may specify no more than one IP for each IP family\n\
+         tests/fixtures/bad/service-families.yaml:19:35: services[1].spec.clusterIPs: first value must match `clusterIP`\n\
+         tests/fixtures/bad/service-families.yaml:21:5: services[2].spec.ipFamilyPolicy: must be RequireDualStack or PreferDualStack when multiple 'ipFamilies' are specified\n\
+         tests/fixtures/bad/service-families.yaml:23:46: services[3].spec.clusterIPs[0]: expected an IPv4 value as indicated by `ipFamilies[0]`\n\
+         tests/fixtures/bad/service-families.yaml:25:13: services[4].spec.ipFamilyPolicy: the Service gets an IPv6 ClusterIP on this cluster (ipFamilyPolicy PreferDualStack), and kpct allocates none: list it in clusterIPs\n\
+         tests/fixtures/bad/service-families.yaml:27:33: services[5].spec.clusterIP: clusterIP fd00:10:97::8 is outside serviceCIDR fd00:10:96::/112\n\
+         tests/fixtures/bad/service-families.yaml:29:66: services[6].spec.ipFamilies[1]: Duplicate value: \"IPv6\"\n\
+         tests/fixtures/bad/service-families.yaml:29:103: services[6].spec.clusterIPs[1]: expected an IPv6 value as indicated by `ipFamilies[1]`\n\
+         tests/fixtures/bad/service-families.yaml:37:21: endpointSlices[0].endpoints[0].addresses[0]: 10.244.1.10 must be a valid IPv6 address (the slice's addressType)\n\
+         tests/fixtures/bad/service-families.yaml:41:28: probes[0].to.family: via clusterIP: the service has no IPv6 ClusterIP\n\
+         tests/fixtures/bad/service-families.yaml:44:42: probes[1].to.family: a literal `ip` target has its own family: `family` picks a Service's address",
+    ),
+    (
         "several-problems.yaml",
         "tests/fixtures/bad/several-problems.yaml:6:14: topology.external.ip: `192.168.1.050` is not an IPv4 address (four decimal numbers 0-255, no leading zeros)\n\
          tests/fixtures/bad/several-problems.yaml:9:7: topology.nodes[0].ip: `192.168.1.010` is not an IPv4 address (four decimal numbers 0-255, no leading zeros)\n\
          tests/fixtures/bad/several-problems.yaml:10:7: topology.nodes[0].podCIDR: `10.244.01.0` is not an IPv4 address (four decimal numbers 0-255, no leading zeros)\n\
          tests/fixtures/bad/several-problems.yaml:12:35: topology.pods[0].ip: `10.244.1.010` is not an IPv4 address (four decimal numbers 0-255, no leading zeros)\n\
          tests/fixtures/bad/several-problems.yaml:12:73: topology.pods[0]: unknown field `colour`, expected one of `name`, `namespace`, `node`, `ip`, `ips`, `labels`, `ports`\n\
-         tests/fixtures/bad/several-problems.yaml:16:7: services[0].spec.clusterIP: `10.96.0.010` is neither an IPv4 address (four decimal numbers 0-255, no leading zeros) nor \"None\"\n\
+         tests/fixtures/bad/several-problems.yaml:16:7: services[0].spec.clusterIP: `10.96.0.010` is neither an IP address (IPv4: four decimal numbers 0-255, no leading zeros) nor \"None\"\n\
          tests/fixtures/bad/several-problems.yaml:17:26: services[0].spec.ports[0].protocol: unknown variant `tcp`, expected one of `TCP`, `UDP`, `SCTP`\n\
          tests/fixtures/bad/several-problems.yaml:21:37: probes[0].to.node: unknown node `node-z`\n\
          tests/fixtures/bad/several-problems.yaml:23:7: probes[0].expectFor.kube-proxy-ipv: unknown proxier `kube-proxy-ipv`: expected a built-in (kube-proxy-ipvs, kube-proxy-iptables, kube-proxy-nftables) or an `exec:PROGRAM` / `replay:DIRECTORY` label",
@@ -365,9 +385,9 @@ const BAD: &[(&str, &str)] = &[
          tests/fixtures/bad/service-addresses.yaml:17:7: services[0].spec.clusterIP: clusterIP \
          10.112.0.1 is outside serviceCIDR 10.96.0.0/12\n\
          tests/fixtures/bad/service-addresses.yaml:21:7: services[1].spec.clusterIP: `ten` is \
-         neither an IPv4 address (four decimal numbers 0-255, no leading zeros) nor \"None\"\n\
+         neither an IP address (IPv4: four decimal numbers 0-255, no leading zeros) nor \"None\"\n\
          tests/fixtures/bad/service-addresses.yaml:24:5: services[2].spec.clusterIP: clusterIP is \
-         required: an IPv4 address inside serviceCIDR 10.96.0.0/12, or \"None\" for a headless \
+         required: an address inside serviceCIDR 10.96.0.0/12, or \"None\" for a headless \
          service\n\
          tests/fixtures/bad/service-addresses.yaml:32:7: services[4].spec.clusterIP: clusterIP \
          10.96.0.1 is already used by services[3]",

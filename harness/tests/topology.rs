@@ -50,9 +50,9 @@ async fn pod_to_pod_across_nodes_goes_over_vxlan_and_replies() {
         .unwrap();
     let expected = Flow {
         protocol: 17,
-        src: a1.ip,
+        src: a1.ip.into(),
         sport: 40000,
-        dst: b1.ip,
+        dst: b1.ip.into(),
         dport: 8080,
     };
 
@@ -65,8 +65,8 @@ async fn pod_to_pod_across_nodes_goes_over_vxlan_and_replies() {
     assert_eq!(
         (outer.src, outer.dst, outer.dport),
         (
-            Ipv4Addr::new(192, 168, 1, 10),
-            Ipv4Addr::new(192, 168, 1, 11),
+            Ipv4Addr::new(192, 168, 1, 10).into(),
+            Ipv4Addr::new(192, 168, 1, 11).into(),
             VXLAN_PORT
         ),
         "outer header goes node-a -> node-b on the VXLAN port"
@@ -355,9 +355,9 @@ fn udp6_socket(ns: &kpct::netns::Netns, addr: std::net::SocketAddrV6) -> std::ne
 /// ff02::16 after a hop-by-hop header, IGMPv3 to 224.0.0.22) are named as such: links send them
 /// when they come up, IPv4 ones too, and no capture can take them for a probe's packet.
 fn describe(frame: &kpct::capture::Frame) -> String {
-    if let Some(flow) = frame.flow6() {
+    if let Some(flow) = frame.flow().filter(|f| f.src.is_ipv6()) {
         let icmp_type = frame.bytes.get(14 + 40).copied().unwrap_or(0);
-        let mld_report = "ff02::16".parse::<std::net::Ipv6Addr>().unwrap();
+        let mld_report = "ff02::16".parse::<std::net::IpAddr>().unwrap();
         return match (flow.protocol, icmp_type) {
             (0, _) if flow.dst == mld_report => "listener-report".into(),
             (58, 135) => "ndp-solicitation".into(),
@@ -370,7 +370,9 @@ fn describe(frame: &kpct::capture::Frame) -> String {
         };
     }
     match frame.flow() {
-        Some(flow) if flow.dst == Ipv4Addr::new(224, 0, 0, 22) => "listener-report".into(),
+        Some(flow) if flow.dst == std::net::IpAddr::from([224, 0, 0, 22]) => {
+            "listener-report".into()
+        }
         Some(flow) => format!("ipv4 {flow}"),
         None => format!("ethertype {:02x}{:02x}", frame.bytes[12], frame.bytes[13]),
     }
@@ -405,8 +407,10 @@ async fn ipv6_pod_traffic_crosses_nodes_inside_the_ipv4_vxlan_and_nothing_else()
         .wait_for(WAIT, |f| {
             underlay_seen.push(f.clone());
             f.vxlan_inner(VXLAN_PORT)
-                .and_then(|inner| inner.flow6())
-                .is_some_and(|flow| (flow.src, flow.dst, flow.dport) == (a1_ip, b1_ip, 8080))
+                .and_then(|inner| inner.flow())
+                .is_some_and(|flow| {
+                    (flow.src, flow.dst, flow.dport) == (a1_ip.into(), b1_ip.into(), 8080)
+                })
         })
         .unwrap()
         .expect("the IPv6 packet crossed the underlay inside VXLAN (UDP 8472)");
@@ -414,8 +418,8 @@ async fn ipv6_pod_traffic_crosses_nodes_inside_the_ipv4_vxlan_and_nothing_else()
     assert_eq!(
         (outer.src, outer.dst, outer.dport),
         (
-            Ipv4Addr::new(192, 168, 1, 10),
-            Ipv4Addr::new(192, 168, 1, 11),
+            Ipv4Addr::new(192, 168, 1, 10).into(),
+            Ipv4Addr::new(192, 168, 1, 11).into(),
             VXLAN_PORT
         ),
         "the tunnel is the IPv4 one, node-a -> node-b"

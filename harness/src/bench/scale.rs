@@ -22,7 +22,7 @@ use crate::programming::{self, Programming, Step};
 use crate::proxier::Proxier;
 use crate::scenario::{
     self, ContainerPort, DualIp, Endpoint, EndpointConditions, EndpointPort, EndpointSlice,
-    Protocol, Scenario, Service, ServicePort, ServiceSpec, ServiceType, SessionAffinity,
+    IpFamily, Protocol, Scenario, Service, ServicePort, ServiceSpec, ServiceType, SessionAffinity,
     TargetPort,
 };
 use crate::topology::Topology;
@@ -160,6 +160,9 @@ pub fn scale_scenario(
             spec: ServiceSpec {
                 type_: ServiceType::NodePort,
                 cluster_ip: Some(cluster_ip.to_string()),
+                cluster_ips: Vec::new(),
+                ip_families: Vec::new(),
+                ip_family_policy: None,
                 selector: None,
                 ports: vec![ServicePort {
                     name: Some("http".into()),
@@ -181,6 +184,7 @@ pub fn scale_scenario(
         slices.push(EndpointSlice {
             service: service_name(s),
             namespace: "default".into(),
+            address_type: IpFamily::Ipv4,
             ports: vec![EndpointPort {
                 name: Some("http".into()),
                 port: TARGET_PORT,
@@ -190,7 +194,7 @@ pub fn scale_scenario(
                 .map(|e| {
                     let (ip, node) = backend((s + e) % pod_count);
                     Endpoint {
-                        addresses: vec![ip],
+                        addresses: vec![ip.into()],
                         conditions: EndpointConditions::default(),
                         node_name: Some(node),
                     }
@@ -744,11 +748,11 @@ mod tests {
             .collect();
         assert_eq!(node_ports.len(), 1000, "NodePorts are unique");
         assert!(node_ports.iter().all(|p| (30000..=32767).contains(p)));
-        let pod_ips: BTreeMap<Ipv4Addr, &str> = s
+        let pod_ips: BTreeMap<std::net::IpAddr, &str> = s
             .topology
             .pods
             .iter()
-            .map(|p| (p.ip.v4, p.node.as_str()))
+            .map(|p| (std::net::IpAddr::V4(p.ip.v4), p.node.as_str()))
             .collect();
         assert_eq!(pod_ips.len(), 31, "pod IPs are unique");
 
@@ -756,7 +760,7 @@ mod tests {
         assert_eq!(cluster.service_ports.len(), 1000);
         for sp in &cluster.service_ports {
             assert_eq!(sp.endpoints.len(), 10, "{}", sp.name);
-            let distinct: BTreeSet<(Ipv4Addr, u16)> =
+            let distinct: BTreeSet<(std::net::IpAddr, u16)> =
                 sp.endpoints.iter().map(|e| (e.ip, e.port)).collect();
             assert_eq!(distinct.len(), 10, "{}: endpoints are distinct", sp.name);
             let nodes: BTreeSet<&str> = sp

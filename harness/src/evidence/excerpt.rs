@@ -27,7 +27,7 @@ use crate::scenario::Protocol;
 use ipvs_genl::{ServiceKey, TableEntry};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write as _};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 /// Chains that decide masquerading, always shown (nat) when present.
 pub const MASQUERADE_CHAINS: [&str; 2] = ["KUBE-POSTROUTING", "KUBE-MARK-MASQ"];
@@ -37,7 +37,7 @@ pub const MASQUERADE_CHAINS: [&str; 2] = ["KUBE-POSTROUTING", "KUBE-MARK-MASQ"];
 pub struct Target {
     pub protocol: Protocol,
     /// `None`: any local address (a nodePort).
-    pub addr: Option<Ipv4Addr>,
+    pub addr: Option<IpAddr>,
     pub port: u16,
 }
 
@@ -54,7 +54,8 @@ impl fmt::Display for Target {
 pub fn entry_matches(entry: &str, t: &Target) -> bool {
     let mut parts = entry.split(',');
     let first = parts.next().unwrap_or_default();
-    if let Ok(ip) = first.trim_end_matches("/32").parse::<Ipv4Addr>() {
+    let host = first.trim_end_matches("/32").trim_end_matches("/128");
+    if let Ok(ip) = host.parse::<IpAddr>() {
         if Some(ip) != t.addr {
             return false;
         }
@@ -327,7 +328,7 @@ pub fn ipvs_entries(table: &[TableEntry], targets: &[Target]) -> Vec<TableEntry>
             } => targets.iter().any(|t| {
                 let addr_ok = match t.addr {
                     None => true, // a nodePort: every local address
-                    Some(a) => IpAddr::V4(a) == addr,
+                    Some(a) => a == addr,
                 };
                 addr_ok && t.port == port && ipvs_protocol(t.protocol) == protocol
             }),
@@ -492,7 +493,7 @@ COMMIT
     fn tcp(addr: Option<[u8; 4]>, port: u16) -> Target {
         Target {
             protocol: Protocol::Tcp,
-            addr: addr.map(Ipv4Addr::from),
+            addr: addr.map(|a| IpAddr::V4(a.into())),
             port,
         }
     }

@@ -12,12 +12,14 @@ mod sctp;
 use crate::capture::{Capture, Flow};
 use crate::conntrack::Tuple;
 use crate::netns::Netns;
-use crate::scenario::{Node, Probe, ProbeTarget, Protocol, Scenario, ServicePort, TargetPort, Via};
+use crate::scenario::{
+    IpFamily, Node, Probe, ProbeTarget, Protocol, Scenario, ServicePort, TargetPort, Via,
+};
 use crate::topology::naming::{mac_for, BRIDGE_IF, UNDERLAY_IF};
 use crate::topology::Topology;
 use anyhow::{anyhow, bail, Context, Result};
 use packet::{Answer, ProbePacket};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -37,15 +39,15 @@ pub enum Source {
     Crafted {
         label: String,
         ns_name: String,
-        ip: Ipv4Addr,
+        ip: IpAddr,
         mac: [u8; 6],
         next_hop_mac: [u8; 6],
     },
-    /// A real socket in a node's namespace, bound to `ip` (node IP or 127.0.0.1).
+    /// A real socket in a node's namespace, bound to `ip` (node IP, 127.0.0.1 or ::1).
     Socket {
         label: String,
         node: String,
-        ip: Ipv4Addr,
+        ip: IpAddr,
     },
 }
 
@@ -63,7 +65,8 @@ pub struct ProbePlan {
     pub name: String,
     pub source: Source,
     pub protocol: Protocol,
-    pub dst: Ipv4Addr,
+    /// Of the family of the source's address.
+    pub dst: IpAddr,
     pub dport: u16,
     /// Source port of the first repetition; repetition r uses `sport + r`.
     pub sport: u16,
@@ -110,7 +113,7 @@ fn find_port<'a>(ports: &'a [ServicePort], wanted: Option<&TargetPort>) -> Resul
 fn destination(
     scenario: &Scenario,
     probe: &Probe,
-) -> Result<(Protocol, Ipv4Addr, u16, Option<String>)> {
+) -> Result<(Protocol, IpAddr, u16, Option<String>)> {
     let to = &probe.to;
     if let Some(ip) = to.ip {
         let dport = to
@@ -138,15 +141,20 @@ fn destination(
         .ok_or_else(|| anyhow!("no service {ns}/{name}"))?;
     let port = find_port(&svc.spec.ports, to.port.as_ref())?;
     let via = to.via.unwrap_or(Via::ClusterIP);
+    let cluster_ips = svc.cluster_ips();
+    // The Service's primary family, unless the probe picks one.
+    let family = to
+        .family
+        .or_else(|| cluster_ips.first().map(|ip| IpFamily::of(*ip)))
+        .unwrap_or_default();
+    let of_family = |ip: &&IpAddr| IpFamily::of(**ip) == family;
     let first_node = || scenario.topology.nodes.first().map(|n| n.name.clone());
     let (ip, dport, node) = match via {
         Via::ClusterIP => {
-            let ip = svc
-                .spec
-                .cluster_ip
-                .as_deref()
-                .and_then(|c| c.parse().ok())
-                .ok_or_else(|| anyhow!("service {ns}/{name} has no ClusterIP"))?;
+            let ip = *cluster_ips
+                .iter()
+                .find(of_family)
+                .ok_or_else(|| anyhow!("service {ns}/{name} has no {family} ClusterIP"))?;
             (ip, port.port, None)
         }
         Via::NodePort => {
@@ -155,9 +163,9 @@ fn destination(
                 .node_port
                 .ok_or_else(|| anyhow!("service {ns}/{name} port {} has no nodePort", port.port))?;
             let ip = if probe.from.node_localhost.is_some() {
-                Ipv4Addr::LOCALHOST
+                family.localhost()
             } else {
-                node.ip.v4
+                node_address(node, family)?
             };
             (ip, np, Some(node_name))
         }
@@ -168,28 +176,49 @@ fn destination(
                 .health_check_node_port
                 .ok_or_else(|| anyhow!("service {ns}/{name} has no healthCheckNodePort"))?;
             // kube-proxy's health server speaks HTTP: TCP whatever the service's protocol.
-            return Ok((Protocol::Tcp, node.ip.v4, hc, Some(node_name)));
+            return Ok((
+                Protocol::Tcp,
+                node_address(node, family)?,
+                hc,
+                Some(node_name),
+            ));
         }
         Via::ExternalIP => {
             let ip = *svc
                 .spec
                 .external_ips
-                .first()
-                .ok_or_else(|| anyhow!("service {ns}/{name} has no externalIPs"))?;
+                .iter()
+                .find(of_family)
+                .ok_or_else(|| anyhow!("service {ns}/{name} has no {family} externalIPs"))?;
             (ip, port.port, to.node.clone().or_else(first_node))
         }
         Via::LoadBalancer => {
-            let ip = svc
+            let ingress: Vec<IpAddr> = svc
                 .status
                 .load_balancer
                 .ingress
-                .first()
+                .iter()
                 .map(|i| i.ip)
-                .ok_or_else(|| anyhow!("service {ns}/{name} has no load balancer ingress IP"))?;
+                .collect();
+            let ip = *ingress.iter().find(of_family).ok_or_else(|| {
+                anyhow!("service {ns}/{name} has no {family} load balancer ingress IP")
+            })?;
             (ip, port.port, to.node.clone().or_else(first_node))
         }
     };
     Ok((port.protocol, ip, dport, node))
+}
+
+/// The underlay address of `family` of a node a probe is sent to.
+fn node_address(node: &Node, family: IpFamily) -> Result<IpAddr> {
+    match family {
+        IpFamily::Ipv4 => Ok(IpAddr::V4(node.ip.v4)),
+        IpFamily::Ipv6 => node
+            .ip
+            .v6
+            .map(IpAddr::V6)
+            .ok_or_else(|| anyhow!("node {} has no IPv6 address", node.name)),
+    }
 }
 
 /// The node whose IP a `via: nodePort` / `via: healthCheckNodePort` probe is sent to.
@@ -211,20 +240,25 @@ fn addressed_node<'s>(
     Ok((name, node))
 }
 
+/// The probe's source, sending from its address of `dst`'s family.
 fn source(
     scenario: &Scenario,
     topo: &Topology,
     probe: &Probe,
-    dst: Ipv4Addr,
+    dst: IpAddr,
     via_node: Option<&str>,
 ) -> Result<Source> {
     let from = &probe.from;
+    let family = IpFamily::of(dst);
+    let no_address = |who: &str| anyhow!("{who} has no {family} address to reach {dst} from");
     if let Some(pod_name) = &from.pod {
         let pod = topo.pod(pod_name)?;
         return Ok(Source::Crafted {
             label: format!("pod {pod_name}"),
             ns_name: pod.netns.name().to_string(),
-            ip: pod.ip,
+            ip: pod
+                .ip_of(family)
+                .ok_or_else(|| no_address(&format!("pod {pod_name}")))?,
             mac: pod.mac,
             next_hop_mac: mac_for(&format!("node/{}/{BRIDGE_IF}", pod.node)),
         });
@@ -246,7 +280,9 @@ fn source(
         return Ok(Source::Crafted {
             label: format!("external {}", ext.name),
             ns_name: ext.netns.name().to_string(),
-            ip: ext.ip,
+            ip: ext
+                .ip_of(family)
+                .ok_or_else(|| no_address(&format!("external client {}", ext.name)))?,
             mac: ext.mac,
             next_hop_mac: mac_for(&format!("node/{node}/{UNDERLAY_IF}")),
         });
@@ -255,7 +291,10 @@ fn source(
         return Ok(Source::Socket {
             label: format!("node {node}"),
             node: node.clone(),
-            ip: topo.node(node)?.ip,
+            ip: topo
+                .node(node)?
+                .ip_of(family)
+                .ok_or_else(|| no_address(&format!("node {node}")))?,
         });
     }
     if let Some(node) = &from.node_localhost {
@@ -263,7 +302,7 @@ fn source(
         return Ok(Source::Socket {
             label: format!("node {node} localhost"),
             node: node.clone(),
-            ip: Ipv4Addr::LOCALHOST,
+            ip: family.localhost(),
         });
     }
     bail!("`from` names no source")
@@ -382,8 +421,8 @@ pub fn fire_keeping(
         Source::Socket { node, ip, .. } => {
             let ns = &topo.node(node)?.netns;
             for rep in 0..plan.repeat {
-                let local = SocketAddrV4::new(*ip, sport_of(rep)?);
-                let remote = SocketAddrV4::new(plan.dst, plan.dport);
+                let local = SocketAddr::new(*ip, sport_of(rep)?);
+                let remote = SocketAddr::new(plan.dst, plan.dport);
                 shots.push(fire_socket(ns, plan.protocol, local, remote, timeout)?);
             }
         }
@@ -496,8 +535,8 @@ fn watch_pod(
 fn fire_socket(
     ns: &Netns,
     protocol: Protocol,
-    local: SocketAddrV4,
-    remote: SocketAddrV4,
+    local: SocketAddr,
+    remote: SocketAddr,
     timeout: Duration,
 ) -> Result<Shot> {
     let outcome = ns.run(move || -> std::io::Result<String> {
@@ -545,28 +584,29 @@ fn fire_socket(
 /// A TCP connection from `local` to `remote`, made in the calling thread's namespace, with
 /// `timeout` bounding the connect and every later read and write.
 pub(crate) fn connect_tcp(
-    local: SocketAddrV4,
-    remote: SocketAddrV4,
+    local: SocketAddr,
+    remote: SocketAddr,
     timeout: Duration,
 ) -> std::io::Result<std::net::TcpStream> {
-    use nix::sys::socket::{self as sock, sockopt, AddressFamily, SockFlag, SockType, SockaddrIn};
-    let socket = sock::socket(
-        AddressFamily::Inet,
-        SockType::Stream,
-        SockFlag::empty(),
-        None,
-    )?;
+    use nix::sys::socket::{
+        self as sock, sockopt, AddressFamily, SockFlag, SockType, SockaddrStorage,
+    };
+    let family = match local {
+        SocketAddr::V4(_) => AddressFamily::Inet,
+        SocketAddr::V6(_) => AddressFamily::Inet6,
+    };
+    let socket = sock::socket(family, SockType::Stream, SockFlag::empty(), None)?;
     sock::setsockopt(&socket, sockopt::ReuseAddr, &true)?;
     sock::bind(
         std::os::fd::AsRawFd::as_raw_fd(&socket),
-        &SockaddrIn::from(local),
+        &SockaddrStorage::from(local),
     )?;
     let stream = std::net::TcpStream::from(socket);
     // SO_SNDTIMEO bounds the blocking connect on Linux.
     stream.set_write_timeout(Some(timeout))?;
     stream.set_read_timeout(Some(timeout))?;
     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-    sock::connect(fd, &SockaddrIn::from(remote))?;
+    sock::connect(fd, &SockaddrStorage::from(remote))?;
     Ok(stream)
 }
 

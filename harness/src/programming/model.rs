@@ -6,7 +6,7 @@
 use crate::scenario::Ipv4Cidr;
 use ipvs_genl::{Destination, Service, ServiceKey};
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 /// The iptables tables a proxier may write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -138,15 +138,18 @@ pub struct VirtualServer {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConntrackCleanup {
     pub protocol: crate::scenario::Protocol,
-    pub orig_dst: Option<Ipv4Addr>,
+    pub orig_dst: Option<IpAddr>,
     pub orig_dport: u16,
-    pub serving: Vec<Ipv4Addr>,
+    pub serving: Vec<IpAddr>,
 }
 
 impl ConntrackCleanup {
-    /// Whether the entry is one this cleanup deletes.
+    /// Whether the entry is one this cleanup deletes: of the family of `serving`, as each
+    /// family's proxier lists only its family's table (`ListEntries(ipFamily)`).
     pub fn deletes(&self, e: &crate::conntrack::Entry) -> bool {
-        e.original.protocol == self.protocol.number()
+        let same_family = |a: &IpAddr| a.is_ipv4() == e.original.dst.is_ipv4();
+        self.serving.first().is_some_and(same_family)
+            && e.original.protocol == self.protocol.number()
             && e.original.dport == self.orig_dport
             && self.orig_dst.is_none_or(|d| e.original.dst == d)
             && !self.serving.contains(&e.reply.src)

@@ -72,7 +72,7 @@ use ipvs_genl::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 /// A problem in programming text, at a line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -690,6 +690,12 @@ pub(crate) fn parse_host_address(text: &str) -> Result<Ipv4Addr, String> {
         .map_err(|_| format!("malformed IPv4 address `{text}`"))
 }
 
+/// An address of either family.
+fn parse_ip(text: &str) -> Result<IpAddr, String> {
+    text.parse()
+        .map_err(|_| format!("malformed IP address `{text}`"))
+}
+
 /// `key=value` lines (`key = value`, as `sysctl -a` prints, too), each key once.
 pub(crate) fn parse_sysctl_body(
     body: &[Line],
@@ -787,7 +793,7 @@ fn parse_conntrack_line(line: &str) -> Result<ConntrackCleanup, String> {
                     other => return Err(format!("unknown protocol `{other}` (tcp, udp or sctp)")),
                 })
             }
-            "--orig-dst" => orig_dst = Some(parse_host_address(value)?),
+            "--orig-dst" => orig_dst = Some(parse_ip(value)?),
             "--orig-port-dst" => {
                 orig_dport = Some(
                     value
@@ -801,7 +807,7 @@ fn parse_conntrack_line(line: &str) -> Result<ConntrackCleanup, String> {
                 serving = Some(
                     value
                         .split(',')
-                        .map(parse_host_address)
+                        .map(parse_ip)
                         .collect::<Result<Vec<_>, _>>()?,
                 )
             }
@@ -813,11 +819,20 @@ fn parse_conntrack_line(line: &str) -> Result<ConntrackCleanup, String> {
             }
         }
     }
+    let serving: Vec<IpAddr> = serving.ok_or("missing `--reply-src-not IP[,IP...]`")?;
+    let families: BTreeSet<bool> = serving
+        .iter()
+        .chain(&orig_dst)
+        .map(IpAddr::is_ipv4)
+        .collect();
+    if families.len() > 1 {
+        return Err("addresses of both families: a cleanup deletes entries of one".into());
+    }
     Ok(ConntrackCleanup {
         protocol: protocol.ok_or("missing `-p PROTOCOL`")?,
         orig_dst,
         orig_dport: orig_dport.ok_or("missing `--orig-port-dst PORT`")?,
-        serving: serving.ok_or("missing `--reply-src-not IP[,IP...]`")?,
+        serving,
     })
 }
 

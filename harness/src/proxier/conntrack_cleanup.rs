@@ -8,7 +8,7 @@ use crate::cluster::{ClusterState, EndpointInfo, ServicePortInfo};
 use crate::programming::ConntrackCleanup;
 use crate::scenario::Protocol;
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// Whether the sync from `previous` (`None`: the first sync, which sees every endpoint as
 /// new) to `current` changed the endpoints of a UDP ServicePort.
@@ -40,7 +40,7 @@ pub(crate) fn stale_entry_filters(cluster: &ClusterState) -> Vec<ConntrackCleanu
     for sp in cluster.service_ports.iter().filter(|sp| is_tracked(sp)) {
         // "Changes to the service should not affect existing flows, so we do not take traffic
         // policies, topology, or terminating status of the service into account."
-        let mut serving: Vec<Ipv4Addr> = sp
+        let mut serving: Vec<IpAddr> = sp
             .endpoints
             .iter()
             .filter(|e| e.serving)

@@ -6,6 +6,7 @@
 mod conntrack_cleanup;
 mod endpoints;
 pub mod exec;
+pub mod families;
 pub mod kube_proxy_iptables;
 pub mod kube_proxy_ipvs;
 pub mod kube_proxy_nftables;
@@ -84,6 +85,18 @@ impl<P: Proxier + ?Sized> Proxier for Box<P> {
     fn random_backend_choice(&self) -> bool {
         (**self).random_backend_choice()
     }
+}
+
+/// Refuses the state of an IPv6 proxier, for a proxier whose IPv6 programming is not built
+/// yet: a dual-stack scenario then fails with the reason instead of judging half a node.
+pub(crate) fn ipv4_only(proxier: &str, cluster: &ClusterState) -> anyhow::Result<()> {
+    if cluster.ip_family != crate::scenario::IpFamily::Ipv4 {
+        anyhow::bail!(
+            "{proxier} programs IPv4 only: its IPv6 proxier (ip6tables, IPVS for IPv6) is not \
+             built yet (issue #15); kube-proxy-nftables serves both families"
+        );
+    }
+    Ok(())
 }
 
 /// The built-in reference proxiers, by name.

@@ -1,36 +1,38 @@
-//! `--nodeport-addresses`, shared by both kube-proxy modes as pkg/proxy/util/nodeport_addresses.go
-//! is: which node addresses serve NodePorts.
+//! `--nodeport-addresses`, shared by every kube-proxy mode as pkg/proxy/util/nodeport_addresses.go
+//! is: which node addresses serve NodePorts, for the family of one proxier.
 
 use crate::cluster::NodeContext;
-use crate::scenario::{Ipv4Cidr, NodePortAddress};
+use crate::scenario::{IpCidr, IpFamily, NodePortAddress};
 use std::collections::BTreeSet;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
-/// kube-proxy's `NodePortAddresses` for IPv4.
+/// kube-proxy's `NodePortAddresses` for one family.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NodePortAddresses {
-    cidrs: Vec<Ipv4Cidr>,
+    cidrs: Vec<IpCidr>,
     match_all: bool,
     contains_ipv4_loopback: bool,
 }
 
 impl NodePortAddresses {
-    /// `primary` first becomes `nodeIP/32`, as cmd/kube-proxy/app/server.go rewrites the flag
-    /// (a loopback node IP gives nothing); then `NewNodePortAddresses`: no CIDR means
-    /// `0.0.0.0/0`, a zero CIDR matches all and ends the list, and a CIDR holding 127.0.0.0 (or
-    /// a loopback base address) makes localhost NodePorts possible.
-    pub(crate) fn new(entries: &[NodePortAddress], node_ip: Ipv4Addr) -> Self {
-        let mut cidrs: Vec<Ipv4Cidr> = entries
+    /// `primary` first becomes the node IP of each family as a one-address prefix, as
+    /// cmd/kube-proxy/app/server.go rewrites the flag (a loopback node IP gives nothing); then
+    /// `NewNodePortAddresses(family, …)`: only the CIDRs of the node IP's family count, none
+    /// means `0.0.0.0/0` or `::/0` (even with CIDRs of the other family), a zero CIDR matches
+    /// all and ends the list, and an IPv4 CIDR holding 127.0.0.0 (or a loopback base address)
+    /// makes localhost NodePorts possible.
+    pub(crate) fn new(entries: &[NodePortAddress], node_ip: IpAddr) -> Self {
+        let family = IpFamily::of(node_ip);
+        let mut cidrs: Vec<IpCidr> = entries
             .iter()
             .filter_map(|entry| match entry {
-                NodePortAddress::Primary => (!node_ip.is_loopback())
-                    .then(|| Ipv4Cidr::new(node_ip, 32))
-                    .flatten(),
+                NodePortAddress::Primary => (!node_ip.is_loopback()).then(|| IpCidr::host(node_ip)),
                 NodePortAddress::Cidr(cidr) => Some(*cidr),
             })
+            .filter(|cidr| cidr.family() == family)
             .collect();
         if cidrs.is_empty() {
-            cidrs.push(ZERO);
+            cidrs.extend(IpCidr::new(family.unspecified(), 0));
         }
         let mut npa = NodePortAddresses {
             cidrs: Vec::new(),
@@ -38,10 +40,13 @@ impl NodePortAddresses {
             contains_ipv4_loopback: false,
         };
         for cidr in cidrs {
-            if cidr.addr.is_loopback() || cidr.contains(Ipv4Addr::new(127, 0, 0, 0)) {
+            if family == IpFamily::Ipv4
+                && (cidr.addr().is_loopback()
+                    || cidr.contains(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 0))))
+            {
                 npa.contains_ipv4_loopback = true;
             }
-            if cidr.prefix_len == 0 {
+            if cidr.is_zero() {
                 npa.cidrs = vec![cidr];
                 npa.match_all = true;
                 break;
@@ -59,15 +64,12 @@ impl NodePortAddresses {
         self.contains_ipv4_loopback
     }
 
-    /// `GetNodeIPs`: the node's interface addresses (loopback's 127.0.0.1 included) inside any
-    /// CIDR. kube-proxy dedups through a Go map, so its order is random; sorted here, so the
-    /// rules built from it are the same on every run.
-    pub(crate) fn node_ips(&self, node: &NodeContext) -> Vec<Ipv4Addr> {
-        let interface_addresses = node
-            .local_addresses
-            .iter()
-            .copied()
-            .chain([Ipv4Addr::LOCALHOST]);
+    /// `GetNodeIPs`: the node's interface addresses (loopback's included) inside any CIDR.
+    /// kube-proxy dedups through a Go map, so its order is random; sorted here, so the rules
+    /// built from it are the same on every run.
+    pub(crate) fn node_ips(&self, node: &NodeContext) -> Vec<IpAddr> {
+        let localhost = IpFamily::of(node.node_ip).localhost();
+        let interface_addresses = node.local_addresses.iter().copied().chain([localhost]);
         interface_addresses
             .filter(|ip| self.cidrs.iter().any(|c| c.contains(*ip)))
             .collect::<BTreeSet<_>>()
@@ -75,11 +77,6 @@ impl NodePortAddresses {
             .collect()
     }
 }
-
-const ZERO: Ipv4Cidr = Ipv4Cidr {
-    addr: Ipv4Addr::UNSPECIFIED,
-    prefix_len: 0,
-};
 
 #[cfg(test)]
 mod tests {
@@ -94,6 +91,7 @@ mod tests {
                 .iter()
                 .map(|a| a.parse().unwrap())
                 .collect(),
+            ipv6: None,
         }
     }
 
@@ -102,7 +100,7 @@ mod tests {
         NodePortAddresses::new(&entries, node().node_ip)
     }
 
-    fn ips(list: &[&str]) -> Vec<Ipv4Addr> {
+    fn ips(list: &[&str]) -> Vec<IpAddr> {
         list.iter().map(|a| a.parse().unwrap()).collect()
     }
 
@@ -130,5 +128,30 @@ mod tests {
             ips(&["127.0.0.1", "192.168.1.10", "192.168.1.20"])
         );
         assert_eq!(npa(&["172.16.0.0/12"]).node_ips(&node()), ips(&[]));
+    }
+
+    #[test]
+    fn each_family_takes_its_own_cidrs_and_primary_address() {
+        let v6 = NodeContext {
+            name: "node-a".into(),
+            node_ip: "fd00:192:168:1::10".parse().unwrap(),
+            pod_cidr: "fd00:10:244:1::/64".parse().unwrap(),
+            local_addresses: ips(&["fd00:10:244:1::1", "fd00:192:168:1::10"]),
+            ipv6: None,
+        };
+        let entries = |list: &[&str]| -> Vec<NodePortAddress> {
+            list.iter().map(|e| e.parse().unwrap()).collect()
+        };
+        // Only IPv4 CIDRs given: the IPv6 proxier matches all of its family.
+        let only_v4 = NodePortAddresses::new(&entries(&["192.168.1.0/24"]), v6.node_ip);
+        assert!(only_v4.match_all() && !only_v4.contains_ipv4_loopback());
+        let primary = NodePortAddresses::new(&entries(&["primary"]), v6.node_ip);
+        assert_eq!(primary.node_ips(&v6), ips(&["fd00:192:168:1::10"]));
+        let mixed = NodePortAddresses::new(
+            &entries(&["192.168.1.0/24", "fd00:10:244::/48", "::1/128"]),
+            v6.node_ip,
+        );
+        assert!(!mixed.match_all());
+        assert_eq!(mixed.node_ips(&v6), ips(&["::1", "fd00:10:244:1::1"]));
     }
 }

@@ -3,17 +3,17 @@
 //! with ready endpoints on port 80, as upstream's `makeTestService` / `makeTestEndpointSlice`.
 
 use crate::cluster::{ClusterState, EndpointInfo, NodeContext, ServicePortInfo};
-use crate::scenario::{Ipv4Cidr, Protocol, ProxierOptions, ServiceType};
-use std::net::Ipv4Addr;
+use crate::scenario::{IpCidr, IpFamily, Protocol, ProxierOptions, ServiceType};
+use std::net::IpAddr;
 
 /// proxier_test.go's `testNodeName` / `testNodeIP`.
 pub(crate) const NODE: &str = "test-node";
 
-pub(crate) fn ip(s: &str) -> Ipv4Addr {
+pub(crate) fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-pub(crate) fn cidr(s: &str) -> Ipv4Cidr {
+pub(crate) fn cidr(s: &str) -> IpCidr {
     s.parse().unwrap()
 }
 
@@ -23,17 +23,20 @@ pub(crate) fn node() -> NodeContext {
         node_ip: ip("192.168.0.2"),
         pod_cidr: cidr("10.0.1.0/24"),
         local_addresses: vec![ip("10.0.1.1"), ip("192.168.0.2")],
+        ipv6: None,
     }
 }
 
 /// A cluster with proxier_test.go's local-detector CIDR (10.0.0.0/8).
 pub(crate) fn cluster(service_ports: Vec<ServicePortInfo>) -> ClusterState {
     ClusterState {
+        ip_family: IpFamily::Ipv4,
         cluster_cidr: cidr("10.0.0.0/8"),
         service_cidr: cidr("172.30.0.0/16"),
         nodes: vec![],
         service_ports,
         options: ProxierOptions::default(),
+        ipv6: None,
     }
 }
 

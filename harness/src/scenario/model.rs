@@ -6,9 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 pub use super::cidr::{DualCidr, DualIp, Ipv4Cidr, Ipv6Cidr, IPV4_FORM};
+use super::family::{IpCidr, IpFamily, IpFamilyPolicy};
 
 /// A port range as the API server's `--service-node-port-range` takes it: `30000-32767` (or
 /// `BASE+SIZE`, e.g. `3000+100` for 3000-3100, as in k8s.io/apimachinery/pkg/util/net ParsePortRange).
@@ -324,6 +325,27 @@ pub struct Service {
     pub status: ServiceStatus,
 }
 
+impl Service {
+    /// The Service's ClusterIPs, primary first: `clusterIPs`, or `clusterIP` alone; empty for
+    /// a headless Service.
+    pub fn cluster_ips(&self) -> Vec<IpAddr> {
+        let spec = &self.spec;
+        let texts: Vec<&str> = if spec.cluster_ips.is_empty() {
+            spec.cluster_ip.as_deref().into_iter().collect()
+        } else {
+            spec.cluster_ips.iter().map(String::as_str).collect()
+        };
+        texts.into_iter().filter_map(|t| t.parse().ok()).collect()
+    }
+
+    /// `clusterIP: None` (or `clusterIPs: [None]`): a headless Service, which proxiers skip.
+    pub fn is_headless(&self) -> bool {
+        let spec = &self.spec;
+        spec.cluster_ip.as_deref() == Some("None")
+            || spec.cluster_ips.first().map(String::as_str) == Some("None")
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum ServiceType {
     #[default]
@@ -352,20 +374,35 @@ pub enum SessionAffinity {
 pub struct ServiceSpec {
     #[serde(rename = "type", default)]
     pub type_: ServiceType,
-    /// `None` (the string) makes the service headless; absent is an error for non-ExternalName.
+    /// `None` (the string) makes the service headless; absent is an error for non-ExternalName
+    /// unless `clusterIPs` gives it.
     #[serde(rename = "clusterIP", default)]
     pub cluster_ip: Option<String>,
+    /// The ClusterIP of each family, primary first (`clusterIPs[0]` is `clusterIP`); one per
+    /// family in `ipFamilies`. kpct allocates none: a dual-stack Service lists both.
+    #[serde(rename = "clusterIPs", default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_ips: Vec<String>,
+    /// The Service's families, primary first; inferred from `clusterIPs` when absent, as the
+    /// API server does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ip_families: Vec<IpFamily>,
+    /// `SingleStack` when absent; `RequireDualStack` needs a dual-stack cluster,
+    /// `PreferDualStack` takes both families only where the cluster has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_family_policy: Option<IpFamilyPolicy>,
     #[serde(default)]
     pub selector: Option<BTreeMap<String, String>>,
     pub ports: Vec<ServicePort>,
+    /// Either family: each family's proxier takes those of its own (`MapIPsByIPFamily`).
     #[serde(rename = "externalIPs", default)]
-    pub external_ips: Vec<Ipv4Addr>,
+    pub external_ips: Vec<IpAddr>,
     #[serde(default)]
     pub external_traffic_policy: Option<TrafficPolicy>,
     #[serde(default)]
     pub internal_traffic_policy: Option<TrafficPolicy>,
+    /// Either family, filtered per family like `externalIPs`.
     #[serde(default)]
-    pub load_balancer_source_ranges: Vec<Ipv4Cidr>,
+    pub load_balancer_source_ranges: Vec<IpCidr>,
     #[serde(default)]
     pub session_affinity: SessionAffinity,
     #[serde(default)]
@@ -427,7 +464,7 @@ pub struct LoadBalancerStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LoadBalancerIngress {
-    pub ip: Ipv4Addr,
+    pub ip: IpAddr,
     #[serde(default)]
     pub ip_mode: Option<IpMode>,
 }
@@ -438,14 +475,17 @@ pub enum IpMode {
     Proxy,
 }
 
-/// An EndpointSlice (IPv4 only for now), tied to its Service by `service`
-/// (the `kubernetes.io/service-name` label).
+/// An EndpointSlice, tied to its Service by `service` (the `kubernetes.io/service-name` label).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EndpointSlice {
     pub service: String,
     #[serde(default = "default_namespace")]
     pub namespace: String,
+    /// The family of every address in the slice (`IPv4` when absent); only the proxier of
+    /// that family reads it.
+    #[serde(default, skip_serializing_if = "IpFamily::is_ipv4")]
+    pub address_type: IpFamily,
     pub ports: Vec<EndpointPort>,
     pub endpoints: Vec<Endpoint>,
 }
@@ -463,7 +503,7 @@ pub struct EndpointPort {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Endpoint {
-    pub addresses: Vec<Ipv4Addr>,
+    pub addresses: Vec<IpAddr>,
     #[serde(default)]
     pub conditions: EndpointConditions,
     /// Defaults to the node of the pod owning the address.
@@ -550,9 +590,11 @@ impl IpvsTimeouts {
 /// One `--nodeport-addresses` entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodePortAddress {
-    /// `primary`: cmd/kube-proxy/app/server.go turns it into the node IP as a /32.
+    /// `primary`: cmd/kube-proxy/app/server.go turns it into the node IP of each family as a
+    /// one-address prefix.
     Primary,
-    Cidr(Ipv4Cidr),
+    /// Either family: each family's proxier takes those of its own.
+    Cidr(IpCidr),
 }
 
 impl std::fmt::Display for NodePortAddress {
@@ -706,9 +748,15 @@ pub struct ProbeTarget {
     /// For `via: nodePort`: which node's IP to hit (or localhost for nodeLocalhost sources).
     #[serde(default)]
     pub node: Option<String>,
-    /// A literal destination instead of a service.
+    /// A literal destination instead of a service, of either family.
     #[serde(default)]
-    pub ip: Option<Ipv4Addr>,
+    pub ip: Option<IpAddr>,
+    /// Which of the Service's families to reach it by (its ClusterIP, external IP or load
+    /// balancer IP of that family, a node's address of that family for a NodePort); the
+    /// Service's primary family when absent. The source then sends from its own address of
+    /// that family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<IpFamily>,
     #[serde(default)]
     pub dport: Option<u16>,
 }

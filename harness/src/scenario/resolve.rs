@@ -2,72 +2,149 @@
 //! change trackers would hold (pkg/proxy/serviceport.go, pkg/proxy/endpointslicecache.go), with
 //! endpoints derived the way the EndpointSlice controller would when the file gives none.
 
+use super::family::{of_family, IpCidr, IpFamily};
 use super::model::{
-    Endpoint, EndpointConditions, EndpointSlice, IpMode, Scenario, Service, ServicePort,
+    Endpoint, EndpointConditions, EndpointSlice, IpMode, Node, Pod, Scenario, Service, ServicePort,
     ServiceType, SessionAffinity, TargetPort, TrafficPolicy,
 };
 use super::validate::{named_port, selected_pods};
 use crate::cluster::{ClusterState, EndpointInfo, NodeContext, NodeInfo, ServicePortInfo};
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// The API server's default for `sessionAffinityConfig.clientIP.timeoutSeconds`.
 const DEFAULT_AFFINITY_TIMEOUT_SECONDS: u32 = 10800;
 
-/// The cluster as every node's proxier sees it.
-pub fn cluster_state(s: &Scenario) -> ClusterState {
-    ClusterState {
-        cluster_cidr: s.topology.cluster_cidr.v4,
-        service_cidr: s.topology.service_cidr.v4,
-        nodes: s
-            .topology
-            .nodes
-            .iter()
-            .map(|n| NodeInfo {
-                name: n.name.clone(),
-                ip: n.ip.v4,
-                pod_cidr: n.pod_cidr.v4,
-            })
-            .collect(),
-        service_ports: service_ports(s),
-        options: s.proxier.clone(),
+/// The IP families of the cluster: IPv4, then IPv6 where the cluster has an IPv6 range.
+pub fn families(s: &Scenario) -> Vec<IpFamily> {
+    let topo = &s.topology;
+    let dual = topo.cluster_cidr.v6.is_some() || topo.service_cidr.v6.is_some();
+    if dual {
+        vec![IpFamily::Ipv4, IpFamily::Ipv6]
+    } else {
+        vec![IpFamily::Ipv4]
     }
 }
 
-/// The node `node` as its own proxier sees it; `None` if there is no such node.
+/// The cluster as every node's IPv4 proxier sees it, with the IPv6 proxier's view in `ipv6`
+/// on a dual-stack cluster.
+pub fn cluster_state(s: &Scenario) -> ClusterState {
+    let mut state = family_state(s, IpFamily::Ipv4).expect("every cluster has IPv4");
+    state.ipv6 = family_state(s, IpFamily::Ipv6).map(Box::new);
+    state
+}
+
+/// The cluster as every node's proxier of `family` sees it, alone; `None` if the cluster has
+/// no range of that family.
+pub fn cluster_state_for(s: &Scenario, family: IpFamily) -> Option<ClusterState> {
+    family_state(s, family)
+}
+
+fn family_state(s: &Scenario, family: IpFamily) -> Option<ClusterState> {
+    let topo = &s.topology;
+    let (cluster_cidr, service_cidr) = match family {
+        IpFamily::Ipv4 => (
+            IpCidr::V4(topo.cluster_cidr.v4),
+            IpCidr::V4(topo.service_cidr.v4),
+        ),
+        IpFamily::Ipv6 => (
+            IpCidr::V6(topo.cluster_cidr.v6?),
+            IpCidr::V6(topo.service_cidr.v6?),
+        ),
+    };
+    let nodes = topo
+        .nodes
+        .iter()
+        .map(|n| {
+            Some(NodeInfo {
+                name: n.name.clone(),
+                ip: node_ip(n, family)?,
+                pod_cidr: pod_cidr(n, family)?,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(ClusterState {
+        ip_family: family,
+        cluster_cidr,
+        service_cidr,
+        nodes,
+        service_ports: service_ports(s, family),
+        options: s.proxier.clone(),
+        ipv6: None,
+    })
+}
+
+fn node_ip(n: &Node, family: IpFamily) -> Option<IpAddr> {
+    match family {
+        IpFamily::Ipv4 => Some(IpAddr::V4(n.ip.v4)),
+        IpFamily::Ipv6 => n.ip.v6.map(IpAddr::V6),
+    }
+}
+
+fn pod_cidr(n: &Node, family: IpFamily) -> Option<IpCidr> {
+    match family {
+        IpFamily::Ipv4 => Some(IpCidr::V4(n.pod_cidr.v4)),
+        IpFamily::Ipv6 => n.pod_cidr.v6.map(IpCidr::V6),
+    }
+}
+
+/// The address of `pod` of `family`, if it has one.
+pub(crate) fn pod_ip(pod: &Pod, family: IpFamily) -> Option<IpAddr> {
+    match family {
+        IpFamily::Ipv4 => Some(IpAddr::V4(pod.ip.v4)),
+        IpFamily::Ipv6 => pod.ip.v6.map(IpAddr::V6),
+    }
+}
+
+/// The node `node` as its own IPv4 proxier sees it, with its IPv6 proxier's view in `ipv6` on
+/// a dual-stack node; `None` if there is no such node.
 pub fn node_context(s: &Scenario, node: &str) -> Option<NodeContext> {
+    let mut ctx = node_context_for(s, node, IpFamily::Ipv4)?;
+    ctx.ipv6 = node_context_for(s, node, IpFamily::Ipv6).map(Box::new);
+    Some(ctx)
+}
+
+/// The node `node` as its own proxier of `family` sees it; `None` if there is no such node or it
+/// has no address of that family.
+pub fn node_context_for(s: &Scenario, node: &str, family: IpFamily) -> Option<NodeContext> {
     let n = s.topology.nodes.iter().find(|n| n.name == node)?;
-    // The addresses the topology engine puts on eth0 (ip and secondaryIPs), flannel.1 (the podCIDR's network address,
-    // as flannel assigns its VTEP) and cni0 (the podCIDR's first host, the pods' gateway).
-    let mut local_addresses: Vec<Ipv4Addr> = [
-        Some(n.ip.v4),
-        Some(n.pod_cidr.v4.network()),
-        n.pod_cidr.v4.nth(1),
-    ]
-    .into_iter()
-    .flatten()
-    .chain(n.secondary_ips.iter().copied())
-    .collect();
+    let ip = node_ip(n, family)?;
+    let pod_cidr = pod_cidr(n, family)?;
+    // The addresses the topology engine puts on eth0 (ip and secondaryIPs), flannel.1 (the
+    // podCIDR's network address, as flannel assigns its VTEP) and cni0 (the podCIDR's first
+    // host, the pods' gateway). IPv6 link-local addresses are left out, as kube-proxy's
+    // `isValidForSet` filters them (pkg/proxy/ipvs/netlink_linux.go).
+    let mut local_addresses: Vec<IpAddr> = [Some(ip), Some(pod_cidr.network()), pod_cidr.nth(1)]
+        .into_iter()
+        .flatten()
+        .chain(
+            n.secondary_ips
+                .iter()
+                .map(|a| IpAddr::V4(*a))
+                .filter(|a| IpFamily::of(*a) == family),
+        )
+        .collect();
     local_addresses.sort();
     local_addresses.dedup();
     Some(NodeContext {
         name: n.name.clone(),
-        node_ip: n.ip.v4,
-        pod_cidr: n.pod_cidr.v4,
+        node_ip: ip,
+        pod_cidr,
         local_addresses,
+        ipv6: None,
     })
 }
 
-fn service_ports(s: &Scenario) -> Vec<ServicePortInfo> {
+fn service_ports(s: &Scenario, family: IpFamily) -> Vec<ServicePortInfo> {
     let mut out: Vec<ServicePortInfo> = s
         .services
         .iter()
-        .filter_map(|svc| proxied_cluster_ip(svc).map(|ip| (svc, ip)))
+        .filter_map(|svc| proxied_cluster_ip(svc, family).map(|ip| (svc, ip)))
         .flat_map(|(svc, ip)| {
             svc.spec
                 .ports
                 .iter()
-                .map(move |port| service_port_info(s, svc, ip, port))
+                .map(move |port| service_port_info(s, svc, family, ip, port))
         })
         .collect();
     out.sort_by(|a, b| {
@@ -82,13 +159,16 @@ fn service_ports(s: &Scenario) -> Vec<ServicePortInfo> {
     out
 }
 
-/// The ClusterIP of a service kube-proxy programs; `None` for those it skips
-/// (`ShouldSkipService`: ExternalName, and headless services with no ClusterIP).
-fn proxied_cluster_ip(svc: &Service) -> Option<Ipv4Addr> {
+/// The ClusterIP of `family` of a service kube-proxy programs; `None` for those it skips
+/// (`ShouldSkipService`: ExternalName, and headless services with no ClusterIP) and those with
+/// no ClusterIP of the family (`GetClusterIPByFamily` is empty, `serviceToServiceMap`).
+fn proxied_cluster_ip(svc: &Service, family: IpFamily) -> Option<IpAddr> {
     if svc.spec.type_ == ServiceType::ExternalName {
         return None;
     }
-    svc.spec.cluster_ip.as_deref()?.parse().ok()
+    svc.cluster_ips()
+        .into_iter()
+        .find(|ip| IpFamily::of(*ip) == family)
 }
 
 /// `apiservice.ExternallyAccessible`: the condition under which externalTrafficPolicy applies.
@@ -103,7 +183,8 @@ fn externally_accessible(svc: &Service) -> bool {
 fn service_port_info(
     s: &Scenario,
     svc: &Service,
-    cluster_ip: Ipv4Addr,
+    family: IpFamily,
+    cluster_ip: IpAddr,
     port: &ServicePort,
 ) -> ServicePortInfo {
     let spec = &svc.spec;
@@ -123,20 +204,26 @@ fn service_port_info(
         cluster_ip: Some(cluster_ip),
         port: port.port,
         node_port: port.node_port.filter(|_| exposed_on_nodes),
-        external_ips: spec.external_ips.clone(),
-        load_balancer_vips: load_balancer_vips(svc),
-        load_balancer_source_ranges: spec.load_balancer_source_ranges.clone(),
+        // newBaseServiceInfo filters these to the proxier's family.
+        external_ips: of_family(&spec.external_ips, family),
+        load_balancer_vips: of_family(&load_balancer_vips(svc), family),
+        load_balancer_source_ranges: spec
+            .load_balancer_source_ranges
+            .iter()
+            .filter(|c| c.family() == family)
+            .copied()
+            .collect(),
         external_policy_local,
         internal_policy_local: spec.internal_traffic_policy == Some(TrafficPolicy::Local),
         session_affinity_timeout_seconds: affinity_timeout(svc),
         health_check_node_port: spec.health_check_node_port.filter(|_| needs_health_check),
-        endpoints: endpoints(s, svc, port),
+        endpoints: endpoints(s, svc, family, port),
     }
 }
 
 /// Ingress IPs with `ipMode: Proxy` go to a proxy that forwards to the nodes itself, so
 /// kube-proxy must not capture them (KEP-1860).
-fn load_balancer_vips(svc: &Service) -> Vec<Ipv4Addr> {
+fn load_balancer_vips(svc: &Service) -> Vec<IpAddr> {
     if svc.spec.type_ != ServiceType::LoadBalancer {
         return Vec::new();
     }
@@ -160,22 +247,33 @@ fn affinity_timeout(svc: &Service) -> Option<u32> {
     })
 }
 
-/// Endpoints of one service port, sorted by IP then port. Explicit slices replace the selector,
-/// as a selector-less Service with hand-made EndpointSlices does in a real cluster.
-fn endpoints(s: &Scenario, svc: &Service, port: &ServicePort) -> Vec<EndpointInfo> {
+/// Endpoints of one service port for the proxier of `family`, sorted by IP then port.
+/// Explicit slices replace the selector, as a selector-less Service with hand-made
+/// EndpointSlices does in a real cluster; the proxier reads only slices of its address type
+/// (`EndpointSliceUpdate`, pkg/proxy/endpointschangetracker.go).
+fn endpoints(
+    s: &Scenario,
+    svc: &Service,
+    family: IpFamily,
+    port: &ServicePort,
+) -> Vec<EndpointInfo> {
     let slices: Vec<&EndpointSlice> = s
         .endpoint_slices
         .iter()
         .filter(|sl| sl.namespace == svc.namespace && sl.service == svc.name)
         .collect();
     let all = if slices.is_empty() {
-        selector_endpoints(s, svc, port)
+        selector_endpoints(s, svc, family, port)
     } else {
-        slice_endpoints(s, &slices, port)
+        let of_family: Vec<&EndpointSlice> = slices
+            .into_iter()
+            .filter(|sl| sl.address_type == family)
+            .collect();
+        slice_endpoints(s, &of_family, port)
     };
     // Keyed by IP:port like kube-proxy's endpoint set, so overlapping slices yield one endpoint
     // (the first one seen) and the result comes out sorted.
-    let mut by_addr: BTreeMap<(Ipv4Addr, u16), EndpointInfo> = BTreeMap::new();
+    let mut by_addr: BTreeMap<(IpAddr, u16), EndpointInfo> = BTreeMap::new();
     for ep in all {
         by_addr.entry((ep.ip, ep.port)).or_insert(ep);
     }
@@ -216,7 +314,7 @@ fn endpoint_info(s: &Scenario, ep: &Endpoint, port: u16) -> Option<EndpointInfo>
         s.topology
             .pods
             .iter()
-            .find(|pod| pod.ip.v4 == ip)
+            .find(|pod| pod.ip.all().any(|a| a == ip))
             .map(|pod| pod.node.clone())
     });
     Some(EndpointInfo {
@@ -239,19 +337,26 @@ pub(crate) fn conditions(c: &EndpointConditions) -> (bool, bool, bool) {
     (ready, serving, terminating)
 }
 
-/// What the EndpointSlice controller publishes for a selector: every selected pod, ready, at the
-/// numeric targetPort or at the container port the named targetPort resolves to on that pod.
-fn selector_endpoints(s: &Scenario, svc: &Service, port: &ServicePort) -> Vec<EndpointInfo> {
+/// What the EndpointSlice controller publishes for a selector, in the slice of `family`: every
+/// selected pod with an address of that family, ready, at the numeric targetPort or at the
+/// container port the named targetPort resolves to on that pod.
+fn selector_endpoints(
+    s: &Scenario,
+    svc: &Service,
+    family: IpFamily,
+    port: &ServicePort,
+) -> Vec<EndpointInfo> {
     selected_pods(s, svc)
         .into_iter()
         .filter_map(|pod| {
+            let ip = pod_ip(pod, family)?;
             let target = match &port.target_port {
                 None => port.port,
                 Some(TargetPort::Number(n)) => *n,
                 Some(TargetPort::Name(name)) => named_port(pod, name, port.protocol)?,
             };
             Some(EndpointInfo {
-                ip: pod.ip.v4,
+                ip,
                 port: target,
                 node_name: Some(pod.node.clone()),
                 ready: true,
@@ -268,7 +373,11 @@ mod tests {
     use crate::scenario::model::*;
     use std::collections::BTreeMap;
 
-    fn ip(s: &str) -> Ipv4Addr {
+    /// An address of whichever type the caller needs.
+    fn ip<T: std::str::FromStr>(s: &str) -> T
+    where
+        T::Err: std::fmt::Debug,
+    {
         s.parse().unwrap()
     }
 
@@ -319,6 +428,9 @@ mod tests {
             spec: ServiceSpec {
                 type_: ServiceType::ClusterIP,
                 cluster_ip: Some(cluster_ip.into()),
+                cluster_ips: vec![],
+                ip_families: vec![],
+                ip_family_policy: None,
                 selector: Some(labels(&[("app", app)])),
                 ports,
                 external_ips: vec![],
@@ -406,7 +518,7 @@ mod tests {
         }
     }
 
-    fn addrs(sp: &ServicePortInfo) -> Vec<(Ipv4Addr, u16)> {
+    fn addrs(sp: &ServicePortInfo) -> Vec<(IpAddr, u16)> {
         sp.endpoints.iter().map(|e| (e.ip, e.port)).collect()
     }
 
@@ -470,6 +582,7 @@ mod tests {
         );
         let mut s = scenario(web_pods(), vec![svc]);
         s.endpoint_slices = vec![EndpointSlice {
+            address_type: IpFamily::Ipv4,
             service: "web".into(),
             namespace: "default".into(),
             // Numbers deliberately differ from the service ports: only names join them.
@@ -538,6 +651,7 @@ mod tests {
         let svc = service("web", "10.96.0.10", "web", vec![sport(None, 80, None)]);
         let mut s = scenario(web_pods(), vec![svc]);
         s.endpoint_slices = vec![EndpointSlice {
+            address_type: IpFamily::Ipv4,
             service: "web".into(),
             namespace: "default".into(),
             ports: vec![EndpointPort {
@@ -621,7 +735,7 @@ mod tests {
         let state = cluster_state(&scenario(vec![], vec![lb]));
         assert_eq!(
             state.service_ports[0].load_balancer_vips,
-            vec![ip("192.168.1.200"), ip("192.168.1.202")]
+            vec![ip::<IpAddr>("192.168.1.200"), ip("192.168.1.202")]
         );
     }
 
@@ -675,6 +789,7 @@ mod tests {
         let a = service("a", "10.96.0.3", "web", vec![sport(Some("x"), 80, None)]);
         let mut s = scenario(web_pods(), vec![b, a, z]);
         s.endpoint_slices = vec![EndpointSlice {
+            address_type: IpFamily::Ipv4,
             service: "a".into(),
             namespace: "default".into(),
             ports: vec![
@@ -720,10 +835,14 @@ mod tests {
     fn node_context_lists_eth0_vtep_and_bridge_addresses() {
         let s = scenario(vec![], vec![]);
         let ctx = node_context(&s, "node-b").unwrap();
-        assert_eq!(ctx.node_ip, ip("192.168.1.11"));
+        assert_eq!(ctx.node_ip, ip::<IpAddr>("192.168.1.11"));
         assert_eq!(
             ctx.local_addresses,
-            vec![ip("10.244.2.0"), ip("10.244.2.1"), ip("192.168.1.11")]
+            vec![
+                ip::<IpAddr>("10.244.2.0"),
+                ip("10.244.2.1"),
+                ip("192.168.1.11")
+            ]
         );
         assert!(node_context(&s, "node-z").is_none());
     }

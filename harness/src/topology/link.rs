@@ -238,6 +238,21 @@ impl NetlinkNs {
             .with_context(|| self.ctx(&format!("adding default route dev {dev}")))
     }
 
+    /// `ip -6 route add default dev DEV`: the IPv6 uplink of a dual-stack node, for the same
+    /// reason as IPv4's (a ClusterIP must route before it is translated).
+    pub async fn add_default_dev_route_v6(&self, dev: &str) -> Result<()> {
+        let index = self.index_of(dev).await?;
+        let msg = RouteMessageBuilder::<std::net::Ipv6Addr>::new()
+            .output_interface(index)
+            .build();
+        self.handle
+            .route()
+            .add(msg)
+            .execute()
+            .await
+            .with_context(|| self.ctx(&format!("adding IPv6 default route dev {dev}")))
+    }
+
     /// `ip route add DST/LEN via GW dev DEV onlink` — flannel's route to a remote pod CIDR.
     pub async fn add_onlink_route(
         &self,

@@ -18,10 +18,10 @@ pub use link::NetlinkNs;
 
 use crate::caps::BRIDGE_NF_CALL_IPTABLES;
 use crate::netns::{install_signal_cleanup, Netns};
-use crate::scenario::{Ipv4Cidr, Ipv6Cidr, Scenario};
+use crate::scenario::{IpFamily, Ipv4Cidr, Ipv6Cidr, Scenario};
 use anyhow::{anyhow, bail, Context, Result};
 use naming::*;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 /// A node namespace and what identifies it on the wire.
@@ -41,9 +41,17 @@ pub struct NodeNs {
 }
 
 impl NodeNs {
-    /// The node's eth0 addresses: its IP, then the secondary ones.
-    pub fn underlay_ips(&self) -> impl Iterator<Item = Ipv4Addr> + '_ {
-        std::iter::once(self.ip).chain(self.secondary_ips.iter().copied())
+    /// The node's eth0 addresses: its IP, the secondary ones, then its IPv6 address.
+    pub fn underlay_ips(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        std::iter::once(self.ip)
+            .chain(self.secondary_ips.iter().copied())
+            .map(IpAddr::V4)
+            .chain(self.ipv6.map(IpAddr::V6))
+    }
+
+    /// The node's underlay address of `family`, if it has one.
+    pub fn ip_of(&self, family: IpFamily) -> Option<IpAddr> {
+        pick(family, self.ip, self.ipv6)
     }
 
     /// The flannel.1 address: the pod CIDR's network address, as flannel assigns it.
@@ -78,6 +86,27 @@ pub struct PodNs {
     /// The pod's veth on the node side (attached to cni0), where arriving packets are captured.
     pub host_veth: String,
     pub netns: Netns,
+}
+
+impl PodNs {
+    /// The pod's address of `family`, if it has one.
+    pub fn ip_of(&self, family: IpFamily) -> Option<IpAddr> {
+        pick(family, self.ip, self.ipv6)
+    }
+}
+
+impl ExternalNs {
+    /// The client's address of `family`, if it has one.
+    pub fn ip_of(&self, family: IpFamily) -> Option<IpAddr> {
+        pick(family, self.ip, self.ipv6)
+    }
+}
+
+fn pick(family: IpFamily, v4: Ipv4Addr, v6: Option<Ipv6Addr>) -> Option<IpAddr> {
+    match family {
+        IpFamily::Ipv4 => Some(IpAddr::V4(v4)),
+        IpFamily::Ipv6 => v6.map(IpAddr::V6),
+    }
 }
 
 #[derive(Debug)]
@@ -458,14 +487,19 @@ async fn build_node(
     nl.set_up("lo").await?;
     // In this order, so the kernel keeps `ip` primary.
     for ip in node.underlay_ips() {
-        nl.add_address(UNDERLAY_IF, ip, underlay.v4.prefix_len)
-            .await?;
-    }
-    if let (Some(ip), Some(range)) = (node.ipv6, underlay.v6) {
-        nl.add_address(UNDERLAY_IF, ip, range.prefix_len).await?;
+        let prefix_len = match ip {
+            IpAddr::V4(_) => Some(underlay.v4.prefix_len),
+            IpAddr::V6(_) => underlay.v6.map(|range| range.prefix_len),
+        };
+        if let Some(prefix_len) = prefix_len {
+            nl.add_address(UNDERLAY_IF, ip, prefix_len).await?;
+        }
     }
     nl.set_up(UNDERLAY_IF).await?;
     nl.add_default_dev_route(UNDERLAY_IF).await?;
+    if node.ipv6.is_some() {
+        nl.add_default_dev_route_v6(UNDERLAY_IF).await?;
+    }
 
     nl.add_bridge(
         BRIDGE_IF,

@@ -70,9 +70,9 @@ use crate::cluster::{ClusterState, NodeContext};
 use crate::programming::{ChainDecl, Programming, RestoreMode, Table, TableRules};
 use crate::proxier::node_port_addresses::NodePortAddresses;
 use crate::proxier::{conntrack_cleanup, Proxier, Resync};
-use crate::scenario::Ipv4Cidr;
+use crate::scenario::IpCidr;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 // Chain names, from the constants at the top of pkg/proxy/iptables/proxier.go.
 const KUBE_SERVICES: &str = "KUBE-SERVICES";
@@ -98,6 +98,7 @@ impl Proxier for KubeProxyIptables {
     }
 
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
+        super::ipv4_only(self.name(), cluster)?;
         let mut p = program_with(cluster, node, &Config::new(cluster, node), None);
         p.conntrack_cleanup = conntrack_cleanup::after_sync(None, cluster);
         Ok(p)
@@ -114,6 +115,7 @@ impl Proxier for KubeProxyIptables {
         cluster: &ClusterState,
         node: &NodeContext,
     ) -> anyhow::Result<Programming> {
+        super::ipv4_only(self.name(), cluster)?;
         let stale = StaleChains {
             existing: resync
                 .existing_chains
@@ -142,7 +144,7 @@ impl Proxier for KubeProxyIptables {
 struct Config {
     masquerade_all: bool,
     /// detect-local-mode ClusterCIDR; `None` is kube-proxy's no-op detector.
-    local_cidr: Option<Ipv4Cidr>,
+    local_cidr: Option<IpCidr>,
     /// `--iptables-localhost-nodeports` (default true), which `NewProxier` turns off when
     /// nodePortAddresses holds no loopback address.
     localhost_node_ports: bool,
@@ -203,8 +205,8 @@ fn go_hex_mark(value: u32) -> String {
 }
 
 /// A CIDR as Go prints a parsed `*net.IPNet`: the masked network address.
-fn cidr_string(c: Ipv4Cidr) -> String {
-    format!("{}/{}", c.network(), c.prefix_len)
+fn cidr_string(c: IpCidr) -> String {
+    c.normalized().to_string()
 }
 
 /// kube-proxy's four line buffers (`filterChains`, `filterRules`, `natChains`, `natRules`).
@@ -375,7 +377,7 @@ enum NodePortDestinations {
     /// Every local address: one `addrtype LOCAL` rule (the iptables-mode default).
     Local,
     /// `GetNodeIPs`: one `-d IP` rule per node address inside the CIDRs.
-    NodeIps(Vec<Ipv4Addr>),
+    NodeIps(Vec<IpAddr>),
 }
 
 /// "Finally, tail-call to the nodePorts chain." With nodePortAddresses matching all addresses

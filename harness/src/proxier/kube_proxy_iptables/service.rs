@@ -372,9 +372,8 @@ fn firewall_chain(b: &mut Buffers, c: &Ctx, node: &NodeContext) {
     for cidr in &c.sp.load_balancer_source_ranges {
         // kube-proxy prints the parsed *net.IPNet: the masked network address.
         b.nat_rules.push(format!(
-            "{head} -s {}/{} -j {}",
-            cidr.network(),
-            cidr.prefix_len,
+            "{head} -s {} -j {}",
+            cidr.normalized(),
             c.chains.external
         ));
         allow_from_node |= cidr.contains(node.node_ip);

@@ -849,7 +849,7 @@ fn headless_and_external_name_services_are_skipped() {
 #[test]
 fn large_cluster_mode_drops_endpoint_comments() {
     let eps: Vec<EndpointInfo> = (0..1001u32)
-        .map(|i| ep(&Ipv4Addr::from(u32::from(ip("10.180.0.0")) + i).to_string()))
+        .map(|i| ep(&Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 180, 0, 0)) + i).to_string()))
         .collect();
     let p = program(&cluster(vec![
         svc("ns1", "svc1", "172.30.0.41").with(|s| s.endpoints = eps)

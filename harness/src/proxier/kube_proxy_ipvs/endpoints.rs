@@ -7,7 +7,7 @@ pub(super) use crate::proxier::endpoints::Categorized;
 use crate::proxier::endpoints::{self, PolicyUse};
 use ipvs_genl::{Destination, ForwardMethod, TunnelType};
 use std::collections::BTreeSet;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 /// The endpoints `syncEndpoint` programs for one virtual server.
 ///
@@ -39,11 +39,11 @@ pub(super) fn categorize<'a>(sp: &'a ServicePortInfo, node: &NodeContext) -> Cat
 /// no ConnectionFlags, i.e. masquerading (NAT) forwarding. `newEndpoints` is a string set, so
 /// duplicates collapse; sorted by address then port for determinism.
 pub(super) fn real_servers(endpoints: &[&EndpointInfo]) -> Vec<Destination> {
-    let unique: BTreeSet<(Ipv4Addr, u16)> = endpoints.iter().map(|ep| (ep.ip, ep.port)).collect();
+    let unique: BTreeSet<(IpAddr, u16)> = endpoints.iter().map(|ep| (ep.ip, ep.port)).collect();
     unique
         .into_iter()
         .map(|(ip, port)| Destination {
-            addr: IpAddr::V4(ip),
+            addr: ip,
             port,
             forward: ForwardMethod::Masq,
             weight: 1,

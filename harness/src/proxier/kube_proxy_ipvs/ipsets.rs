@@ -3,9 +3,9 @@
 //! spelling from `Entry.String`.
 
 use crate::programming::{IpSet, IpSetType};
-use crate::scenario::{Ipv4Cidr, Protocol};
+use crate::scenario::{IpCidr, Protocol};
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// One set of `ipsetInfo`, in that table's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -150,25 +150,20 @@ impl SetName {
 }
 
 /// `Entry.String()` for hash:ip,port: `10.0.0.1,tcp:80`.
-pub(super) fn ip_port(ip: Ipv4Addr, protocol: Protocol, port: u16) -> String {
+pub(super) fn ip_port(ip: IpAddr, protocol: Protocol, port: u16) -> String {
     format!("{ip},{}:{port}", protocol.lower())
 }
 
 /// `Entry.String()` for hash:ip,port,ip: `10.0.0.1,tcp:80,10.0.0.1`.
-pub(super) fn ip_port_ip(ip: Ipv4Addr, protocol: Protocol, port: u16, ip2: Ipv4Addr) -> String {
+pub(super) fn ip_port_ip(ip: IpAddr, protocol: Protocol, port: u16, ip2: IpAddr) -> String {
     format!("{ip},{}:{port},{ip2}", protocol.lower())
 }
 
 /// `Entry.String()` for hash:ip,port,net: `1.2.3.4,tcp:80,10.0.0.0/8`. kube-proxy stores the
 /// `*net.IPNet` of the source range, whose `String()` is the network address form; `ipset save`
 /// prints a /32 net without its prefix length.
-pub(super) fn ip_port_net(ip: Ipv4Addr, protocol: Protocol, port: u16, net: Ipv4Cidr) -> String {
-    format!(
-        "{ip},{}:{port},{}/{}",
-        protocol.lower(),
-        net.network(),
-        net.prefix_len
-    )
+pub(super) fn ip_port_net(ip: IpAddr, protocol: Protocol, port: u16, net: IpCidr) -> String {
+    format!("{ip},{}:{port},{}", protocol.lower(), net.normalized())
 }
 
 /// `Entry.String()` for bitmap:port: `3001`.
@@ -196,10 +191,10 @@ impl IpSets {
     }
 
     /// KUBE-IPVS-IPS is replaced wholesale by `activeBindAddrs` at the end of the loop.
-    pub(super) fn set_ipvs_ips(&mut self, addrs: &BTreeSet<Ipv4Addr>) {
+    pub(super) fn set_ipvs_ips(&mut self, addrs: &BTreeSet<IpAddr>) {
         self.entries.insert(
             SetName::IpvsIps,
-            addrs.iter().map(Ipv4Addr::to_string).collect(),
+            addrs.iter().map(IpAddr::to_string).collect(),
         );
     }
 

@@ -64,7 +64,7 @@ use crate::scenario::ServiceType;
 use ipsets::IpSets;
 use ipvs_genl::{ServiceKey, Timeouts};
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// kube-proxy's IPVS proxier as a pure function of the cluster state.
 #[derive(Debug, Clone, Copy, Default)]
@@ -76,6 +76,7 @@ impl Proxier for KubeProxyIpvs {
     }
 
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
+        super::ipv4_only(self.name(), cluster)?;
         let mut p = sync_proxy_rules(&Config::new(cluster, node), cluster, node);
         p.conntrack_cleanup = conntrack_cleanup::after_sync(None, cluster);
         Ok(p)
@@ -91,6 +92,7 @@ impl Proxier for KubeProxyIpvs {
         cluster: &ClusterState,
         node: &NodeContext,
     ) -> anyhow::Result<Programming> {
+        super::ipv4_only(self.name(), cluster)?;
         let mut p = sync_proxy_rules(&Config::new(cluster, node), cluster, node);
         graceful::keep_draining(&mut p.ipvs, resync.ipvs);
         p.conntrack_cleanup = conntrack_cleanup::after_sync(resync.previous, cluster);
@@ -114,7 +116,7 @@ struct Config {
     /// `--ipvs-strict-arp`.
     strict_arp: bool,
     /// `proxier.nodeIP`: used for the LoadBalancerSourceRanges "allowFromNode" check.
-    node_ip: Ipv4Addr,
+    node_ip: IpAddr,
     /// `iptables.HasRandomFully()`: MASQUERADE gets `--random-fully`.
     random_fully: bool,
     /// The `--iptables-masquerade-bit` mark, as kube-proxy prints it.
@@ -136,13 +138,9 @@ impl Config {
             masquerade_all: options.masquerade_all,
             // server_linux.go maps the cluster CIDRs by family and passes `cidrs[0].String()`,
             // i.e. the network address form of the prefix.
-            local_detector_cidr: options.cluster_cidr.then(|| {
-                format!(
-                    "{}/{}",
-                    cluster.cluster_cidr.network(),
-                    cluster.cluster_cidr.prefix_len
-                )
-            }),
+            local_detector_cidr: options
+                .cluster_cidr
+                .then(|| cluster.cluster_cidr.normalized().to_string()),
             scheduler,
             strict_arp: options.strict_arp,
             node_ip: node.node_ip,
@@ -161,7 +159,7 @@ impl Config {
 /// source range (`lbNoNodeAccessIPPortProtocolEntries` in proxier.go, issue #119656).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct LbNoNodeAccess {
-    ip: Ipv4Addr,
+    ip: IpAddr,
     protocol: &'static str,
     port: u16,
 }
@@ -175,7 +173,7 @@ struct SyncState {
     /// `activeIPVSServices`: a set in kube-proxy, so one kernel service per key.
     active_services: BTreeSet<ServiceKey>,
     /// `activeBindAddrs`: what ends up on kube-ipvs0 and in KUBE-IPVS-IPS.
-    bind_addrs: BTreeSet<Ipv4Addr>,
+    bind_addrs: BTreeSet<IpAddr>,
     lb_no_node_access: Vec<LbNoNodeAccess>,
 }
 
@@ -186,7 +184,7 @@ fn sync_proxy_rules(cfg: &Config, cluster: &ClusterState, node: &NodeContext) ->
 
     // nodeAddressSet = GetAllLocalAddressesExcept("kube-ipvs0"); netlink_linux.go's
     // isValidForSet drops loopback addresses, so do it here too in case the input has any.
-    let node_addresses: BTreeSet<Ipv4Addr> = node
+    let node_addresses: BTreeSet<IpAddr> = node
         .local_addresses
         .iter()
         .copied()
@@ -206,7 +204,7 @@ fn sync_proxy_rules(cfg: &Config, cluster: &ClusterState, node: &NodeContext) ->
         .iter()
         .any(|sp| sp.node_port.is_some_and(|p| p != 0));
     let npa = NodePortAddresses::new(&cluster.options.node_port_addresses, node.node_ip);
-    let node_ips: Vec<Ipv4Addr> = if !has_node_port {
+    let node_ips: Vec<IpAddr> = if !has_node_port {
         Vec::new()
     } else if npa.match_all() {
         node_addresses.iter().copied().collect()
@@ -237,7 +235,15 @@ fn sync_proxy_rules(cfg: &Config, cluster: &ClusterState, node: &NodeContext) ->
         // RestoreAll(..., NoFlushTables, RestoreCounters): non-kube chains survive.
         restore_mode: RestoreMode::NoFlush,
         ipvs: state.virtual_servers,
-        ipvs_addresses: state.bind_addrs.into_iter().collect(),
+        // kube-ipvs0 addresses are IPv4 until IPv6 is built; `program` refuses an IPv6 state.
+        ipvs_addresses: state
+            .bind_addrs
+            .into_iter()
+            .filter_map(|a| match a {
+                IpAddr::V4(a) => Some(a),
+                IpAddr::V6(_) => None,
+            })
+            .collect(),
         sysctls: sysctls(cfg),
         ipvs_timeouts: cfg.timeouts,
         // syncProxyRules ends with `cleanLegacyService`: every IPVS service of this family it

@@ -9,16 +9,16 @@ use crate::programming::VirtualServer;
 use crate::scenario::Protocol;
 use ipvs_genl::{Service, ServiceFlags, ServiceKey};
 use std::collections::BTreeSet;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 /// Inputs shared by every service port of one sync.
 pub(super) struct SyncContext<'a> {
     pub(super) cfg: &'a Config,
     pub(super) node: &'a NodeContext,
     /// NodePort addresses (empty when no service has a NodePort).
-    pub(super) node_ips: &'a [Ipv4Addr],
+    pub(super) node_ips: &'a [IpAddr],
     /// `nodeAddressSet`: addresses on interfaces other than kube-ipvs0.
-    pub(super) node_addresses: &'a BTreeSet<Ipv4Addr>,
+    pub(super) node_addresses: &'a BTreeSet<IpAddr>,
 }
 
 /// One iteration of the `for svcPortName, svcPort := range proxier.svcPortMap` loop.
@@ -67,7 +67,7 @@ fn cluster_ip_service(
     state: &mut SyncState,
     sp: &ServicePortInfo,
     cat: &Categorized<'_>,
-    cluster_ip: Ipv4Addr,
+    cluster_ip: IpAddr,
 ) {
     state.sets.insert(
         SetName::ClusterIp,
@@ -139,7 +139,7 @@ fn source_ranges(
     ctx: &SyncContext<'_>,
     state: &mut SyncState,
     sp: &ServicePortInfo,
-    ip: Ipv4Addr,
+    ip: IpAddr,
     entry: String,
 ) {
     state.sets.insert(SetName::LoadBalancerFw, entry);
@@ -226,7 +226,7 @@ fn health_check_node_port(state: &mut SyncState, sp: &ServicePortInfo) {
 
 /// The `utilipvs.VirtualServer` kube-proxy builds for every VS of a service port, converted as
 /// `toIPVSService` (util/ipvs_linux.go) does: netmask 0xffffffff, no persistence engine.
-fn virtual_server(cfg: &Config, sp: &ServicePortInfo, addr: Ipv4Addr, port: u16) -> Service {
+fn virtual_server(cfg: &Config, sp: &ServicePortInfo, addr: IpAddr, port: u16) -> Service {
     let mut flags = 0;
     let mut timeout = 0;
     // "Set session affinity flag and timeout for IPVS service": FlagPersistent = 0x1.
@@ -242,7 +242,7 @@ fn virtual_server(cfg: &Config, sp: &ServicePortInfo, addr: Ipv4Addr, port: u16)
     Service {
         key: ServiceKey::Addr {
             protocol: ipvs_protocol(sp.protocol),
-            addr: IpAddr::V4(addr),
+            addr,
             port,
         },
         scheduler: cfg.scheduler.clone(),
@@ -269,7 +269,7 @@ fn ipvs_protocol(protocol: Protocol) -> ipvs_genl::Protocol {
 fn add_virtual_server(
     state: &mut SyncState,
     service: Service,
-    bind: Option<Ipv4Addr>,
+    bind: Option<IpAddr>,
     cat: &Categorized<'_>,
     only_node_local: bool,
 ) {

@@ -29,6 +29,7 @@ fn node() -> NodeContext {
         node_ip: ip("100.101.102.103"),
         pod_cidr: cidr("10.180.0.0/24"),
         local_addresses: vec![ip("100.101.102.103")],
+        ipv6: None,
     }
 }
 
@@ -98,6 +99,7 @@ fn fake_options() -> ProxierOptions {
 
 fn cluster_with(options: ProxierOptions, service_ports: Vec<ServicePortInfo>) -> ClusterState {
     ClusterState {
+        ip_family: crate::scenario::IpFamily::Ipv4,
         cluster_cidr: cidr("10.180.0.0/16"),
         service_cidr: cidr("10.20.30.0/24"),
         nodes: vec![
@@ -114,6 +116,7 @@ fn cluster_with(options: ProxierOptions, service_ports: Vec<ServicePortInfo>) ->
         ],
         service_ports,
         options,
+        ipv6: None,
     }
 }
 
@@ -138,7 +141,7 @@ fn program_with(
 fn key(addr: &str, port: u16, protocol: ipvs_genl::Protocol) -> ServiceKey {
     ServiceKey::Addr {
         protocol,
-        addr: IpAddr::V4(ip(addr)),
+        addr: ip(addr),
         port,
     }
 }
@@ -1231,6 +1234,7 @@ pub(super) fn small_cluster() -> (ClusterState, NodeContext) {
         node_ip: ip("172.18.0.2"),
         pod_cidr: cidr("10.244.1.0/24"),
         local_addresses: vec![ip("10.244.1.1"), ip("172.18.0.2")],
+        ipv6: None,
     };
     (cluster, node)
 }

@@ -1,4 +1,4 @@
-//! Reference proxier: kube-proxy in nftables mode (GA in v1.33), IPv4.
+//! Reference proxier: kube-proxy in nftables mode (GA in v1.33), one per IP family.
 //!
 //! # Pinned version
 //!
@@ -7,8 +7,8 @@
 //! filter priority, `cluster-ips-check`, `nodeport-endpoints-check` and
 //! `service-endpoints-check`), read with the search tool; the facts and their sources are
 //! gathered in `shared/reference/kube-proxy-nftables.md`. The family is a parameter
-//! ([`Family`]) as upstream's `ipX` / `ipvX_addr` / `noLocalhost` are; the suite's topology is
-//! IPv4 today, so only [`Family::V4`] is built.
+//! ([`Family`]) as upstream's `ipX` / `ipvX_addr` / `noLocalhost` are: the proxier of an IPv6
+//! state writes the `ip6 kube-proxy` table, as the IPv6 half of `NewDualStackProxier` does.
 //!
 //! # What is programmed
 //!
@@ -50,9 +50,9 @@ use crate::programming::nft::NftScript;
 use crate::programming::Programming;
 use crate::proxier::node_port_addresses::NodePortAddresses;
 use crate::proxier::{conntrack_cleanup, Proxier, Resync};
-use crate::scenario::{Ipv4Cidr, NodePortAddress};
+use crate::scenario::{IpCidr, IpFamily, NodePortAddress};
 use std::collections::BTreeSet;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// `kubeProxyTable`.
 const TABLE: &str = "kube-proxy";
@@ -78,13 +78,22 @@ const MASQUERADING_CHAIN: &str = "masquerading";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Family {
     V4,
+    V6,
 }
 
 impl Family {
+    fn of(family: IpFamily) -> Family {
+        match family {
+            IpFamily::Ipv4 => Family::V4,
+            IpFamily::Ipv6 => Family::V6,
+        }
+    }
+
     /// The nftables family and the match keyword (`ipX`).
     fn ip(self) -> &'static str {
         match self {
             Family::V4 => "ip",
+            Family::V6 => "ip6",
         }
     }
 
@@ -92,6 +101,7 @@ impl Family {
     fn addr_type(self) -> &'static str {
         match self {
             Family::V4 => "ipv4_addr",
+            Family::V6 => "ipv6_addr",
         }
     }
 
@@ -99,12 +109,14 @@ impl Family {
     fn no_localhost(self) -> &'static str {
         match self {
             Family::V4 => "ip daddr != 127.0.0.0/8",
+            Family::V6 => "ip6 daddr != ::1",
         }
     }
 
     fn nft(self) -> crate::programming::nft::NftFamily {
         match self {
             Family::V4 => crate::programming::nft::NftFamily::Ip,
+            Family::V6 => crate::programming::nft::NftFamily::Ip6,
         }
     }
 }
@@ -134,7 +146,7 @@ impl Proxier for KubeProxyNftables {
         cluster: &ClusterState,
         node: &NodeContext,
     ) -> anyhow::Result<Programming> {
-        let existing = Existing::read(resync, Family::V4);
+        let existing = Existing::read(resync, Family::of(cluster.ip_family));
         sync(cluster, node, &existing, Some(resync))
     }
 
@@ -179,11 +191,11 @@ pub(super) struct Config {
     family: Family,
     masquerade_all: bool,
     /// The ClusterCIDR local detector; `None` is kube-proxy's no-op detector.
-    local_cidr: Option<Ipv4Cidr>,
+    local_cidr: Option<IpCidr>,
     /// `fmt.Sprintf("%#08x", 1<<masqueradeBit)`.
     masquerade_mark: String,
     node_port_addresses: NodePortAddresses,
-    node_ip: Ipv4Addr,
+    node_ip: IpAddr,
     /// `proxier.serviceCIDRs`: the comma-joined ServiceCIDRs of this family.
     service_cidrs: String,
 }
@@ -198,29 +210,22 @@ impl Config {
         } else {
             options.node_port_addresses.clone()
         };
-        let c = cluster.service_cidr;
         Config {
-            family: Family::V4,
+            family: Family::of(cluster.ip_family),
             masquerade_all: options.masquerade_all,
             local_cidr: options.cluster_cidr.then_some(cluster.cluster_cidr),
             masquerade_mark: format!("0x{:08x}", 1u32 << options.masquerade_bit),
             node_port_addresses: NodePortAddresses::new(&addresses, node.node_ip),
             node_ip: node.node_ip,
-            service_cidrs: format!("{}/{}", c.network(), c.prefix_len),
+            service_cidrs: cluster.service_cidr.normalized().to_string(),
         }
     }
 
     /// `LocalTrafficDetector.IfLocalNFT()` / `IfNotLocalNFT()` for the ClusterCIDR detector.
     fn if_local(&self, local: bool) -> Option<String> {
         let op = if local { "" } else { "!= " };
-        self.local_cidr.map(|c| {
-            format!(
-                "{} saddr {op}{}/{}",
-                self.family.ip(),
-                c.network(),
-                c.prefix_len
-            )
-        })
+        self.local_cidr
+            .map(|c| format!("{} saddr {op}{}", self.family.ip(), c.normalized()))
     }
 }
 

@@ -24,16 +24,18 @@ struct Endpoint {
 impl Endpoint {
     fn new(sp: &ServicePortInfo, protocol: &str, ep: &EndpointInfo) -> Endpoint {
         let ip = ep.ip.to_string();
+        // "if EndpointIP is IPv6 then it will contain colons, which aren't allowed in a chain
+        // name" (servicePortEndpointChainNameBase).
         let (chain, affinity_set) = endpoint_names(
             &sp.namespace,
             &sp.name,
             protocol,
             &sp.port_name,
-            &ip,
+            &ip.replace(':', "."),
             ep.port,
         );
         Endpoint {
-            key: format!("{ip}:{}", ep.port),
+            key: std::net::SocketAddr::new(ep.ip, ep.port).to_string(),
             ip,
             chain,
             affinity_set,
@@ -249,7 +251,7 @@ pub(super) fn write_service_port(
         let mut sources: Vec<String> = sp
             .load_balancer_source_ranges
             .iter()
-            .map(|c| format!("{}/{}", c.network(), c.prefix_len))
+            .map(|c| c.normalized().to_string())
             .collect();
         if sp
             .load_balancer_source_ranges

@@ -3,16 +3,18 @@
 //! validation or a property the topology engine relies on; all problems are collected so a file
 //! is fixed in one round.
 
+use super::family::{IpCidr, IpFamily};
 use super::model::{
     EndpointSlice, Expectation, NodePortAddress, OutcomeExpectation, Pod, Probe, ProbeTarget,
     Protocol, Scenario, Service, ServicePort, ServiceType, SessionAffinity, TargetPort,
-    TrafficPolicy, Via, IPV4_FORM,
+    TrafficPolicy, Via,
 };
 use crate::proxier::BUILTIN;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
+mod service_families;
 mod topology;
 
 /// One step of a field path.
@@ -478,8 +480,12 @@ impl<'a> Checker<'a> {
             .find(|p| p.namespace == namespace && p.name == name)
     }
 
-    fn pod_by_ip(&self, ip: Ipv4Addr) -> Option<&'a Pod> {
-        self.s.topology.pods.iter().find(|p| p.ip.v4 == ip)
+    fn pod_by_ip(&self, ip: IpAddr) -> Option<&'a Pod> {
+        self.s
+            .topology
+            .pods
+            .iter()
+            .find(|p| p.ip.all().any(|a| a == ip))
     }
 
     fn service(&self, namespace: &str, name: &str) -> Option<&'a Service> {
@@ -493,7 +499,7 @@ impl<'a> Checker<'a> {
 
     fn services(&mut self) {
         let mut names: BTreeMap<(&str, &str), usize> = BTreeMap::new();
-        let mut cluster_ips: BTreeMap<Ipv4Addr, usize> = BTreeMap::new();
+        let mut cluster_ips: BTreeMap<IpAddr, usize> = BTreeMap::new();
         let mut node_ports: BTreeMap<(u16, Protocol), String> = BTreeMap::new();
         for (i, svc) in self.s.services.iter().enumerate() {
             let path = FieldPath::root("services").idx(i);
@@ -511,62 +517,9 @@ impl<'a> Checker<'a> {
                 );
             }
             let spec = path.key("spec");
-            self.cluster_ip(&spec, svc, i, &mut cluster_ips);
+            self.service_families(&spec, svc, i, &mut cluster_ips);
             self.service_ports(&spec, svc, &mut node_ports);
             self.service_options(&path, svc, &mut node_ports);
-        }
-    }
-
-    fn cluster_ip(
-        &mut self,
-        spec: &FieldPath,
-        svc: &Service,
-        i: usize,
-        seen: &mut BTreeMap<Ipv4Addr, usize>,
-    ) {
-        if svc.spec.type_ == ServiceType::ExternalName {
-            return;
-        }
-        let path = spec.key("clusterIP");
-        let service_cidr = self.s.topology.service_cidr.v4;
-        match svc.spec.cluster_ip.as_deref() {
-            None => self.err(
-                path,
-                format!(
-                    "clusterIP is required: an IPv4 address inside serviceCIDR {service_cidr}, \
-                     or \"None\" for a headless service"
-                ),
-            ),
-            Some("None") => {
-                if svc.spec.type_ != ServiceType::ClusterIP {
-                    self.err(
-                        path,
-                        format!(
-                            "a headless service (clusterIP: None) cannot be of type {:?}",
-                            svc.spec.type_
-                        ),
-                    );
-                }
-            }
-            Some(text) => match text.parse::<Ipv4Addr>() {
-                Err(_) => self.err(
-                    path,
-                    format!("`{text}` is neither an IPv4 address ({IPV4_FORM}) nor \"None\""),
-                ),
-                Ok(ip) if !service_cidr.contains(ip) => self.err(
-                    path,
-                    format!("clusterIP {ip} is outside serviceCIDR {service_cidr}"),
-                ),
-                Ok(ip) => {
-                    if let Some(first) = seen.insert(ip, i) {
-                        seen.insert(ip, first);
-                        self.err(
-                            path,
-                            format!("clusterIP {ip} is already used by services[{first}]"),
-                        );
-                    }
-                }
-            },
         }
     }
 
@@ -577,7 +530,7 @@ impl<'a> Checker<'a> {
         node_ports: &mut BTreeMap<(u16, Protocol), String>,
     ) {
         let ports = &svc.spec.ports;
-        let headless = svc.spec.cluster_ip.as_deref() == Some("None");
+        let headless = svc.is_headless();
         if ports.is_empty() && !headless && svc.spec.type_ != ServiceType::ExternalName {
             self.err(spec.key("ports"), "a service needs at least one port");
         }
@@ -789,9 +742,23 @@ impl<'a> Checker<'a> {
                 ),
                 Some(svc) => self.slice_ports(&path, slice, svc),
             }
+            let has_family =
+                slice.address_type == IpFamily::Ipv4 || self.s.topology.cluster_cidr.v6.is_some();
+            if !has_family {
+                self.err(
+                    path.key("addressType"),
+                    "the cluster has no IPv6 range (topology.clusterCIDR): no proxier reads an \
+                     IPv6 slice",
+                );
+            }
             for (j, endpoint) in slice.endpoints.iter().enumerate() {
                 let path = path.key("endpoints").idx(j);
-                self.endpoint(&path, &endpoint.addresses, endpoint.node_name.as_deref());
+                self.endpoint(
+                    &path,
+                    slice.address_type,
+                    &endpoint.addresses,
+                    endpoint.node_name.as_deref(),
+                );
             }
         }
     }
@@ -831,8 +798,14 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn endpoint(&mut self, path: &FieldPath, addresses: &[Ipv4Addr], node_name: Option<&str>) {
-        let cluster = self.s.topology.cluster_cidr.v4;
+    fn endpoint(
+        &mut self,
+        path: &FieldPath,
+        address_type: IpFamily,
+        addresses: &[IpAddr],
+        node_name: Option<&str>,
+    ) {
+        let clusters = self.s.topology.cluster_cidr;
         match addresses {
             [] => self.err(path.key("addresses"), "an endpoint needs an address"),
             [_] => {}
@@ -843,11 +816,30 @@ impl<'a> Checker<'a> {
             ),
         }
         for (k, ip) in addresses.iter().enumerate() {
-            if self.pod_by_ip(*ip).is_none() && !cluster.contains(*ip) {
+            let path = path.key("addresses").idx(k);
+            // EndpointSlice validation (pkg/apis/discovery/validation): every address is of the
+            // slice's addressType.
+            if IpFamily::of(*ip) != address_type {
                 self.err(
-                    path.key("addresses").idx(k),
-                    format!("address {ip} is neither a pod IP nor inside clusterCIDR {cluster}"),
+                    path,
+                    format!(
+                        "{ip} must be a valid {address_type} address (the slice's addressType)"
+                    ),
                 );
+                continue;
+            }
+            // An IPv6 address where the cluster has no IPv6 range: its slice is refused above.
+            let range = match ip {
+                IpAddr::V4(_) => Some(IpCidr::V4(clusters.v4)),
+                IpAddr::V6(_) => clusters.v6.map(IpCidr::V6),
+            };
+            if let Some(range) = range {
+                if self.pod_by_ip(*ip).is_none() && !range.contains(*ip) {
+                    self.err(
+                        path,
+                        format!("address {ip} is neither a pod IP nor inside clusterCIDR {range}"),
+                    );
+                }
             }
         }
         let Some(node_name) = node_name else {
@@ -996,6 +988,12 @@ impl<'a> Checker<'a> {
         if to.dport.is_none() {
             self.err(path.key("dport"), "a literal `ip` target needs `dport`");
         }
+        if to.family.is_some() {
+            self.err(
+                path.key("family"),
+                "a literal `ip` target has its own family: `family` picks a Service's address",
+            );
+        }
         // `node` stays allowed: it names the node an external packet enters through.
         for (field, set) in [("port", to.port.is_some()), ("via", to.via.is_some())] {
             if set {
@@ -1023,34 +1021,79 @@ impl<'a> Checker<'a> {
             return;
         };
         let via = to.via.unwrap_or(Via::ClusterIP);
+        let cluster_ips = svc.cluster_ips();
+        let family = to
+            .family
+            .or_else(|| cluster_ips.first().map(|ip| IpFamily::of(*ip)))
+            .unwrap_or_default();
+        let has = |ips: Vec<IpAddr>| ips.into_iter().any(|ip| IpFamily::of(ip) == family);
         let problem = match via {
-            Via::ClusterIP => (svc.spec.cluster_ip.as_deref() == Some("None"))
-                .then_some("a headless service has no ClusterIP"),
+            Via::ClusterIP if svc.is_headless() => {
+                Some("a headless service has no ClusterIP".to_string())
+            }
+            Via::ClusterIP => (!has(cluster_ips.clone()))
+                .then(|| format!("the service has no {family} ClusterIP")),
             Via::NodePort => port
                 .node_port
                 .is_none()
-                .then_some("the service port has no nodePort"),
-            Via::ExternalIP => svc
-                .spec
-                .external_ips
-                .is_empty()
-                .then_some("the service has no externalIPs"),
-            Via::LoadBalancer => svc
+                .then(|| "the service port has no nodePort".to_string()),
+            Via::ExternalIP => (!has(svc.spec.external_ips.clone()))
+                .then(|| format!("the service has no {family} externalIPs")),
+            Via::LoadBalancer => (!has(svc
                 .status
                 .load_balancer
                 .ingress
-                .is_empty()
-                .then_some("the service has no status.loadBalancer.ingress"),
+                .iter()
+                .map(|i| i.ip)
+                .collect()))
+            .then(|| format!("the service has no {family} status.loadBalancer.ingress")),
             Via::HealthCheckNodePort => svc
                 .spec
                 .health_check_node_port
                 .is_none()
-                .then_some("the service has no healthCheckNodePort"),
+                .then(|| "the service has no healthCheckNodePort".to_string()),
         };
         if let Some(problem) = problem {
-            self.err(path.key("via"), format!("via {}: {problem}", via_name(via)));
+            let at = if to.family.is_some() && problem.contains(&family.to_string()) {
+                path.key("family")
+            } else {
+                path.key("via")
+            };
+            self.err(at, format!("via {}: {problem}", via_name(via)));
         }
         self.target_node(path, probe, via);
+        self.source_family(path, probe, family);
+    }
+
+    /// A probe's source sends from its address of the target's family: it must have one.
+    fn source_family(&mut self, path: &FieldPath, probe: &Probe, family: IpFamily) {
+        if family == IpFamily::Ipv4 {
+            return;
+        }
+        let from = &probe.from;
+        let lacking = if let Some(pod) = from.pod.as_deref().and_then(|p| self.pod(p)) {
+            pod.ip.v6.is_none().then(|| format!("pod `{}`", pod.name))
+        } else if let Some(node) = from.node.as_deref().and_then(|n| self.node(n)) {
+            node.ip
+                .v6
+                .is_none()
+                .then(|| format!("node `{}`", node.name))
+        } else if from.external {
+            self.s
+                .topology
+                .external
+                .as_ref()
+                .filter(|e| e.ip.v6.is_none())
+                .map(|e| format!("the external client `{}`", e.name))
+        } else {
+            None
+        };
+        if let Some(who) = lacking {
+            self.err(
+                path.key("family"),
+                format!("{who} has no IPv6 address to send an IPv6 probe from"),
+            );
+        }
     }
 
     /// The service port a probe aims at: by name or number, else the only port.

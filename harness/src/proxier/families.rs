@@ -1,0 +1,115 @@
+//! One node's programming from a proxier per IP family, as kube-proxy's meta-proxier runs an
+//! IPv4 and an IPv6 proxier side by side on a dual-stack node (pkg/proxy/metaproxier): each
+//! syncs the state of its own family, and the node holds both results.
+
+use super::{Proxier, Resync};
+use crate::cluster::{ClusterState, NodeContext};
+use crate::programming::nft::NftScript;
+use crate::programming::Programming;
+use anyhow::{bail, Context, Result};
+
+/// The first sync of a node: the IPv4 proxier's programming, with the IPv6 proxier's added
+/// where the cluster has IPv6 (`cluster.ipv6`).
+pub fn program_node<P: Proxier + ?Sized>(
+    proxier: &P,
+    cluster: &ClusterState,
+    node: &NodeContext,
+) -> Result<Programming> {
+    let mut programming = proxier.program(cluster, node)?;
+    if let Some((cluster6, node6)) = ipv6_of(cluster, node)? {
+        let v6 = proxier
+            .program(cluster6, node6)
+            .context("the IPv6 proxier")?;
+        add_family(&mut programming, v6)?;
+    }
+    Ok(programming)
+}
+
+/// A later sync of a node, each family's proxier over its own previous state.
+pub fn resync_node<P: Proxier + ?Sized>(
+    proxier: &P,
+    resync: &Resync<'_>,
+    cluster: &ClusterState,
+    node: &NodeContext,
+) -> Result<Programming> {
+    let mut programming = proxier.resync(resync, cluster, node)?;
+    if let Some((cluster6, node6)) = ipv6_of(cluster, node)? {
+        let resync6 = Resync {
+            previous: resync.previous.and_then(|p| p.ipv6.as_deref()),
+            ..*resync
+        };
+        let v6 = proxier
+            .resync(&resync6, cluster6, node6)
+            .context("the IPv6 proxier")?;
+        add_family(&mut programming, v6)?;
+    }
+    Ok(programming)
+}
+
+/// The IPv6 halves of a dual-stack state, if it has them.
+fn ipv6_of<'a>(
+    cluster: &'a ClusterState,
+    node: &'a NodeContext,
+) -> Result<Option<(&'a ClusterState, &'a NodeContext)>> {
+    match (cluster.ipv6.as_deref(), node.ipv6.as_deref()) {
+        (None, _) => Ok(None),
+        (Some(c), Some(n)) => Ok(Some((c, n))),
+        (Some(_), None) => bail!(
+            "node {} has no IPv6 address in a dual-stack cluster",
+            node.name
+        ),
+    }
+}
+
+/// Adds what the IPv6 proxier programs to the IPv4 proxier's programming. What both write to
+/// one place (a sysctl, an ipset name, the restore mode) must agree; the IPv6 proxier's
+/// iptables rules would need `ip6tables-restore`, which the applier does not write yet.
+fn add_family(into: &mut Programming, v6: Programming) -> Result<()> {
+    if !v6.iptables.is_empty() {
+        bail!(
+            "it writes iptables rules for IPv6, and the suite does not apply ip6tables yet \
+             (issue #15)"
+        );
+    }
+    if v6.ipvs_delete_others.is_some() || v6.ipvs_timeouts.is_some() || !v6.ipvs.is_empty() {
+        bail!("it programs IPVS for IPv6, which the suite does not apply yet (issue #15)");
+    }
+    for set in v6.ipsets {
+        if into.ipsets.iter().any(|s| s.name == set.name) {
+            bail!("both families' proxiers create ipset {}", set.name);
+        }
+        into.ipsets.push(set);
+    }
+    for (key, value) in v6.sysctls {
+        match into.sysctls.get(&key) {
+            Some(v4) if *v4 != value => {
+                bail!("the IPv4 proxier sets {key}={v4}, the IPv6 proxier {key}={value}")
+            }
+            _ => {
+                into.sysctls.insert(key, value);
+            }
+        }
+    }
+    into.ipvs_addresses.extend(v6.ipvs_addresses);
+    if !v6.nft.is_empty() {
+        let lines = into
+            .nft
+            .lines
+            .iter()
+            .chain(&v6.nft.lines)
+            .cloned()
+            .collect();
+        into.nft = NftScript::new(lines).map_err(|problems| {
+            anyhow::anyhow!(
+                "the two families' nft scripts do not join: {}",
+                problems
+                    .iter()
+                    .map(|p| p.message.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        })?;
+    }
+    into.conntrack_cleanup.extend(v6.conntrack_cleanup);
+    Ok(())
+}
