@@ -165,11 +165,7 @@ impl Backends {
         cluster: &crate::cluster::ClusterState,
     ) -> Result<Backends> {
         let mut backends = Backends::start(topo, &scenario.topology.pods)?;
-        let health_checks: std::collections::BTreeSet<u16> = cluster
-            .service_ports
-            .iter()
-            .filter_map(|sp| sp.health_check_node_port)
-            .collect();
+        let health_checks = cluster.health_check_node_ports();
         backends.serve_health_checks(topo, &Vec::from_iter(health_checks))?;
         Ok(backends)
     }

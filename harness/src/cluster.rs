@@ -40,6 +40,22 @@ pub struct ClusterState {
     pub ipv6: Option<Box<ClusterState>>,
 }
 
+impl ClusterState {
+    /// This state, then the IPv6 proxier's of a dual-stack cluster.
+    pub fn families(&self) -> impl Iterator<Item = &ClusterState> {
+        std::iter::once(self).chain(self.ipv6.as_deref())
+    }
+
+    /// Every healthCheckNodePort of either family: the ports kube-proxy's health server
+    /// listens on.
+    pub fn health_check_node_ports(&self) -> std::collections::BTreeSet<u16> {
+        self.families()
+            .flat_map(|c| &c.service_ports)
+            .filter_map(|sp| sp.health_check_node_port)
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeInfo {

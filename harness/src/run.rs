@@ -183,6 +183,14 @@ fn summarize(node: &NodeNs, p: &Programming) -> NodeSummary {
 /// looked up among the Service addresses (ClusterIP, externalIPs, LB VIPs, NodePorts on any
 /// node address), so a probe naming an address rather than a Service is judged the same way.
 fn candidate_backends(cluster: &ClusterState, scenario: &Scenario, probe: &Probe) -> usize {
+    // The state of the probe's family: that family's proxier is the one that answers it.
+    let cluster = match crate::probe::target_family(scenario, probe) {
+        crate::scenario::IpFamily::Ipv4 => cluster,
+        crate::scenario::IpFamily::Ipv6 => match cluster.ipv6.as_deref() {
+            Some(v6) => v6,
+            None => return 1,
+        },
+    };
     let port = match (&probe.to.service, probe.to.ip, probe.to.dport) {
         (Some(wanted), _, _) => {
             let (ns, name) = wanted.split_once('/').unwrap_or(("default", wanted));
@@ -532,7 +540,7 @@ pub async fn stage_with_prefix<P: NodeProgrammer + ?Sized>(
     }
     let backends = Backends::for_scenario(&topo, scenario, &cluster)?;
     Ok(Staged {
-        health_checks: health_check_ports(&cluster),
+        health_checks: cluster.health_check_node_ports(),
         backends,
         topo,
         cluster,
@@ -574,7 +582,8 @@ impl Staged {
             self.backends.stop_pod(pod).await;
             self.topo.delete_pod(pod).await?;
         }
-        let new_ports: Vec<u16> = health_check_ports(&cluster)
+        let new_ports: Vec<u16> = cluster
+            .health_check_node_ports()
             .difference(&self.health_checks)
             .copied()
             .collect();
@@ -708,14 +717,6 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
 struct Judged {
     violations: Vec<String>,
     evidence: Vec<ProbeEvidence>,
-}
-
-fn health_check_ports(cluster: &ClusterState) -> std::collections::BTreeSet<u16> {
-    cluster
-        .service_ports
-        .iter()
-        .filter_map(|sp| sp.health_check_node_port)
-        .collect()
 }
 
 /// The chains each iptables table of `node` holds, as kube-proxy reads them before a sync.

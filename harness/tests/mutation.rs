@@ -5,10 +5,10 @@
 mod common;
 
 use common::{
-    block_health_checks, drop_invalid_rule, drop_postrouting_masquerade, drop_sctp,
-    keep_stale_chains, keep_stale_virtual_servers, nft_drop_invalid, nft_localhost_node_ports,
-    no_cluster_ips_reject, no_graceful_termination, pin_one_backend, skip_conntrack_cleanup,
-    Mutated,
+    block_health_checks, drop_invalid_rule, drop_postrouting_masquerade, drop_sctp, ignore_ipv6,
+    ipv6_endpoint_swapped, keep_stale_chains, keep_stale_virtual_servers, nft_drop_invalid,
+    nft_localhost_node_ports, no_cluster_ips_reject, no_graceful_termination, no_ipv6_masquerade,
+    pin_one_backend, skip_conntrack_cleanup, Mutated,
 };
 use kpct::caps::require_ipvs;
 use kpct::probe::probe_timeout;
@@ -272,6 +272,24 @@ async fn needs_ipvs_ignoring_node_port_addresses_is_caught() {
     ignoring_node_port_addresses_is_caught("kube-proxy-ipvs").await;
 }
 
+/// Runs the library scenario `file` against `proxier` broken by `mutate`.
+async fn mutated_run(
+    file: &str,
+    proxier: &'static str,
+    mutate: fn(&mut kpct::programming::Programming) -> anyhow::Result<()>,
+) -> kpct::run::ScenarioRun {
+    let path = format!("{}/../scenarios/{file}", env!("CARGO_MANIFEST_DIR"));
+    let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
+    let broken = Mutated {
+        name: proxier,
+        inner: proxier,
+        mutate,
+    };
+    kpct::run::run_scenario(&s, &broken, probe_timeout())
+        .await
+        .expect("run")
+}
+
 /// Runs the library scenario `file` against `proxier` broken by `mutate` and asserts that each
 /// of `probes` has a violation containing `violation`.
 async fn mutation_is_caught(
@@ -281,16 +299,7 @@ async fn mutation_is_caught(
     probes: &[&str],
     violation: &str,
 ) {
-    let path = format!("{}/../scenarios/{file}", env!("CARGO_MANIFEST_DIR"));
-    let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
-    let broken = Mutated {
-        name: proxier,
-        inner: proxier,
-        mutate,
-    };
-    let run = kpct::run::run_scenario(&s, &broken, probe_timeout())
-        .await
-        .expect("run");
+    let run = mutated_run(file, proxier, mutate).await;
     for probe in probes {
         assert!(
             run.violations
@@ -556,6 +565,111 @@ async fn serving_localhost_node_ports_is_caught_in_nftables_mode() {
         nft_localhost_node_ports,
         &["node-a-localhost-to-nodeport"],
         "expected outcome rejected",
+    )
+    .await;
+}
+
+/// A dual-stack NodePort Service with one backend, so a broken proxier's dropped shots are few.
+const DUAL_STACK: &str = r#"
+topology:
+  underlay: 192.168.1.0/24,fd00:192:168:1::/64
+  clusterCIDR: 10.244.0.0/16,fd00:10:244::/56
+  serviceCIDR: 10.96.0.0/12,fd00:10:96::/112
+  nodes:
+    - { name: node-a, ips: [192.168.1.10, "fd00:192:168:1::10"], podCIDRs: [10.244.1.0/24, "fd00:10:244:1::/64"] }
+    - { name: node-b, ips: [192.168.1.11, "fd00:192:168:1::11"], podCIDRs: [10.244.2.0/24, "fd00:10:244:2::/64"] }
+  pods:
+    - { name: client, node: node-a, ips: [10.244.1.10, "fd00:10:244:1::10"] }
+    - name: web-1
+      node: node-b
+      ips: [10.244.2.10, "fd00:10:244:2::10"]
+      labels: { app: web }
+      ports: [{ name: http, containerPort: 8080 }]
+  external: { ips: [192.168.1.100, "fd00:192:168:1::100"] }
+services:
+  - name: web
+    spec:
+      type: NodePort
+      ipFamilyPolicy: RequireDualStack
+      clusterIPs: [10.96.0.10, "fd00:10:96::a"]
+      selector: { app: web }
+      ports: [{ name: http, port: 80, targetPort: http, nodePort: 30080 }]
+probes:
+  - name: ipv4
+    from: { pod: client }
+    to: { service: web, family: IPv4 }
+    expect: { reaches: [web-1], source: preserved, reply: true }
+  - name: ipv6
+    from: { pod: client }
+    to: { service: web, family: IPv6 }
+    expect: { reaches: [web-1], source: preserved, reply: true }
+  - name: external-ipv6
+    from: { external: true }
+    to: { service: web, via: nodePort, node: node-a, family: IPv6 }
+    expect: { reaches: [web-1], source: masqueraded, reply: true }
+"#;
+
+async fn dual_stack_violations(proxier: &dyn Proxier) -> Vec<String> {
+    let s = scenario::parse(DUAL_STACK, "mutation-dual-stack.yaml").unwrap();
+    kpct::run::run_scenario(&s, proxier, probe_timeout())
+        .await
+        .unwrap()
+        .violations
+}
+
+/// A proxier that ignores IPv6 fails the IPv6 probes of a dual-stack Service, and only those;
+/// one without the IPv6 masquerade fails the external IPv6 probe's source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_ipv6_or_its_masquerade_is_caught_and_ipv4_still_judged() {
+    let intact = builtin("kube-proxy-nftables").unwrap();
+    assert_eq!(
+        dual_stack_violations(intact.as_ref()).await,
+        Vec::<String>::new(),
+        "the intact programming conforms"
+    );
+    let broken = Mutated {
+        name: "kube-proxy-nftables",
+        inner: "kube-proxy-nftables",
+        mutate: ignore_ipv6,
+    };
+    let found = dual_stack_violations(&broken).await;
+    for probe in ["ipv6", "external-ipv6"] {
+        assert!(
+            found
+                .iter()
+                .any(|v| v.contains(&format!("probe `{probe}`")) && v.contains("to be reached")),
+            "{probe}: {found:#?}"
+        );
+    }
+    assert!(
+        !found.iter().any(|v| v.contains("probe `ipv4`")),
+        "the IPv4 half is intact: {found:#?}"
+    );
+    let broken = Mutated {
+        name: "kube-proxy-nftables",
+        inner: "kube-proxy-nftables",
+        mutate: no_ipv6_masquerade,
+    };
+    let found = dual_stack_violations(&broken).await;
+    assert!(
+        found
+            .iter()
+            .any(|v| v.contains("probe `external-ipv6`")
+                && v.contains("expected source masqueraded")),
+        "{found:#?}"
+    );
+}
+
+/// An IPv6 proxier sending the IPv6 slice's endpoint's connections to the IPv4 slice's pod
+/// fails `reaches` on IPv6.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_endpoints_of_the_wrong_slice_are_caught() {
+    mutation_is_caught(
+        "dual-stack/dual-stack-endpoints-per-family.yaml",
+        "kube-proxy-nftables",
+        ipv6_endpoint_swapped,
+        &["ipv6"],
+        "web-b1",
     )
     .await;
 }

@@ -21,13 +21,20 @@ fn scenarios_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios")
 }
 
+/// The library: `scenarios/*.yaml` and the dual-stack set in `scenarios/dual-stack/`.
+fn library_files() -> Vec<PathBuf> {
+    let mut files = yaml_files(&scenarios_dir());
+    files.extend(yaml_files(&scenarios_dir().join("dual-stack")));
+    files
+}
+
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
 #[test]
 fn every_scenario_file_loads_validates_and_resolves() {
-    let files = yaml_files(&scenarios_dir());
+    let files = library_files();
     assert!(!files.is_empty(), "no scenario files found");
     for file in files {
         let s = scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
@@ -44,7 +51,7 @@ fn every_scenario_file_loads_validates_and_resolves() {
 /// send a scenario to a kernel that has what it needs (tests/scenarios.rs).
 #[test]
 fn every_scenario_file_keeps_the_library_rules() {
-    for file in yaml_files(&scenarios_dir()) {
+    for file in library_files() {
         let text = std::fs::read_to_string(&file).unwrap();
         let s =
             scenario::parse(&text, &file.display().to_string()).unwrap_or_else(|e| panic!("{e}"));

@@ -302,3 +302,41 @@ pub fn nft_localhost_node_ports(p: &mut Programming) -> anyhow::Result<()> {
         &[],
     )
 }
+
+/// A proxier whose IPv6 half programs nothing: the programming of an IPv6 state (one that
+/// writes the `ip6` family) is emptied, as a proxier that ignores IPv6 Services would leave it.
+pub fn ignore_ipv6(p: &mut Programming) -> anyhow::Result<()> {
+    if p.nft.lines.iter().any(|l| l.contains(" ip6 kube-proxy")) {
+        *p = Programming::default();
+    }
+    Ok(())
+}
+
+/// nftables mode without the IPv6 table's masquerade: `masquerade fully-random` is dropped from
+/// `ip6 kube-proxy` only.
+pub fn no_ipv6_masquerade(p: &mut Programming) -> anyhow::Result<()> {
+    rewrite_nft(
+        p,
+        |l| {
+            (!(l.contains(" ip6 kube-proxy ") && l.ends_with("masquerade fully-random")))
+                .then(|| l.to_string())
+        },
+        &[],
+    )
+}
+
+/// An IPv6 proxier that DNATs every connection of the endpoint `from` to `to` instead (as one
+/// mixing up its endpoints would).
+pub fn ipv6_endpoint_swapped(p: &mut Programming) -> anyhow::Result<()> {
+    rewrite_nft(
+        p,
+        |l| {
+            Some(if l.contains(" ip6 kube-proxy ") && l.contains("dnat to") {
+                l.replace("[fd00:10:244:2::21]", "[fd00:10:244:2::20]")
+            } else {
+                l.to_string()
+            })
+        },
+        &[],
+    )
+}
