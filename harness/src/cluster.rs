@@ -34,9 +34,9 @@ pub struct ClusterState {
     /// One entry per (service, port), ordered by namespace, name, port name.
     pub service_ports: Vec<ServicePortInfo>,
     pub options: ProxierOptions,
-    /// In the IPv4 state of a dual-stack cluster, the IPv6 proxier's state. Not part of the
-    /// `exec:` document (see `exec-schema.md`).
-    #[serde(skip)]
+    /// In the IPv4 state of a dual-stack cluster, the IPv6 proxier's state (without an `ipv6`
+    /// of its own); absent from a single-stack cluster's document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipv6: Option<Box<ClusterState>>,
 }
 
@@ -79,9 +79,9 @@ pub struct NodeContext {
     /// `GetAllLocalAddressesExcept("kube-ipvs0")` returns and uses as NodePort addresses, of
     /// the state's family (IPv6 link-local addresses left out, as kube-proxy filters them).
     pub local_addresses: Vec<IpAddr>,
-    /// On a dual-stack node, the node as its IPv6 proxier sees itself. Not part of the
-    /// `exec:` document.
-    #[serde(skip)]
+    /// On a dual-stack node, the node as its IPv6 proxier sees itself; absent on a
+    /// single-stack node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipv6: Option<Box<NodeContext>>,
 }
 

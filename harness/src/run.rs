@@ -334,18 +334,6 @@ impl<P: Proxier + ?Sized> NodeProgrammer for P {
     }
 }
 
-/// An `exec:` proxier gets the IPv4 proxier's document only (exec-schema.md): on a dual-stack
-/// cluster it would program half of each node, so the run stops with the reason.
-fn refuse_dual_stack(label: &str, cluster: &ClusterState) -> Result<()> {
-    if cluster.ipv6.is_some() {
-        anyhow::bail!(
-            "{label}: the scenario is dual-stack, and the input document for an IPv6 proxier is \
-             not defined yet (issue #15): exec proxiers run IPv4 scenarios"
-        );
-    }
-    Ok(())
-}
-
 /// The applier settings an external proxier's output is applied with.
 fn applier() -> Result<Applier> {
     Ok(Applier::new(ApplyOptions::for_running_kernel()?))
@@ -365,7 +353,6 @@ impl NodeProgrammer for ExecProxier {
         ctx: &NodeContext,
         node: &NodeNs,
     ) -> Result<NodeSummary> {
-        refuse_dual_stack(&self.label(), cluster)?;
         let sync = self
             .sync_node(&node.netns, &input_for(cluster, ctx), &applier()?)
             .with_context(|| self.label())?;
@@ -390,7 +377,6 @@ impl NodeProgrammer for ExecProxier {
         ctx: &NodeContext,
         node: &NodeNs,
     ) -> Result<NodeSummary> {
-        refuse_dual_stack(&self.label(), cluster)?;
         let input = step_input_for(cluster, ctx, resync.step, resync.previous);
         let sync = self
             .sync_node(&node.netns, &input, &applier()?)

@@ -750,3 +750,63 @@ fn a_replay_holds_one_capture_per_step() {
     assert_eq!(run.violations, Vec::<String>::new());
     assert!(run.observation.steps[0].converged);
 }
+
+/// On a dual-stack cluster an `exec:` proxier gets the IPv6 proxier's view in the same document
+/// (`cluster.ipv6`, `node.ipv6`) and may program IPv6 in an `*nft` section. This one DNATs only
+/// the IPv6 ClusterIP, to its first endpoint: the IPv6 probe is delivered there, and the IPv4
+/// one, which it left unprogrammed, fails its expectation.
+#[test]
+fn an_exec_proxier_programs_ipv6_from_the_dual_stack_document() {
+    let dir = scratch_dir("exec-dual-stack");
+    let script = dir.join("ipv6-only.py");
+    std::fs::write(
+        &script,
+        r#"#!/usr/bin/python3
+import json, sys
+inp = json.load(sys.stdin)
+v6, node6 = inp["cluster"]["ipv6"], inp["node"]["ipv6"]
+assert inp["cluster"]["ipFamily"] == "IPv4" and v6["ipFamily"] == "IPv6", inp
+assert node6["nodeIP"].startswith("fd00:192:168:1::"), node6
+assert "ipv6" not in v6 and "ipv6" not in node6, inp
+lines = ["add table ip6 kpct-exec",
+         "add chain ip6 kpct-exec pre { type nat hook prerouting priority -100 ; }"]
+for sp in v6["servicePorts"]:
+    ready = [e for e in sp["endpoints"] if e["ready"]]
+    if sp["clusterIP"] and ready:
+        lines.append("add rule ip6 kpct-exec pre ip6 daddr %s %s dport %d dnat to [%s]:%d" % (
+            sp["clusterIP"], sp["protocol"].lower(), sp["port"], ready[0]["ip"], ready[0]["port"]))
+print("*nft\n%s\nCOMMIT" % "\n".join(lines))
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut s = kpct::scenario::load(Path::new(
+        "../scenarios/dual-stack/dual-stack-endpoints-per-family.yaml",
+    ))
+    .unwrap();
+    // One shot each: the IPv4 one is dropped, and waits out the probe timeout.
+    for probe in &mut s.probes {
+        probe.repeat = 1;
+    }
+    let proxier = ExecProxier::from_spec(&format!("exec:{}", script.display())).unwrap();
+    let run = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(kpct::run::run_scenario(
+            &s,
+            &proxier,
+            kpct::probe::probe_timeout(),
+        ))
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let failing: std::collections::BTreeSet<&str> = run
+        .violations
+        .iter()
+        .filter_map(|v| v.split('`').nth(1))
+        .collect();
+    assert_eq!(
+        failing,
+        ["ipv4"].into_iter().collect(),
+        "{:#?}",
+        run.violations
+    );
+}

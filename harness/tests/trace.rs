@@ -223,6 +223,34 @@ fn trace_shows_the_nftables_nodeport_chain_walk() {
     );
 }
 
+/// An IPv6 probe is traced too: the tracer's table is `inet`, and the packet summary reads
+/// `ip6` addresses. Its SYN walks the `ip6 kube-proxy` table to the IPv6 endpoint's DNAT.
+#[test]
+fn trace_follows_an_ipv6_packet_through_the_ip6_table() {
+    let trace = trace(
+        "dual-stack/ipv6-nodeport-external.yaml",
+        "external-via-node-a",
+        "kube-proxy-nftables",
+    );
+    let path = request_path(&trace, "node-a");
+    assert!(
+        path.first_seen
+            .contains("SRC=fd00:192:168:1::100 DST=fd00:192:168:1::10"),
+        "{trace}"
+    );
+    assert_in_order(
+        &trace,
+        &path,
+        &[
+            "kube-proxy:nat-prerouting",
+            "kube-proxy:services",
+            "kube-proxy:external-",
+            "[dnat to [fd00:10:244:2::",
+            "kube-proxy:masquerading [meta mark set meta mark ^ 0x00004000] [masquerade fully-random]",
+        ],
+    );
+}
+
 #[test]
 fn trace_names_the_probes_of_a_scenario_when_one_is_unknown() {
     let err = try_trace(

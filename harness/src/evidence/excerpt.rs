@@ -44,7 +44,12 @@ pub struct Target {
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.addr {
-            Some(a) => write!(f, "{} {a}:{}", self.protocol.lower(), self.port),
+            Some(a) => write!(
+                f,
+                "{} {}",
+                self.protocol.lower(),
+                std::net::SocketAddr::new(a, self.port)
+            ),
             None => write!(f, "{} *:{}", self.protocol.lower(), self.port),
         }
     }

@@ -162,8 +162,12 @@ fn nft_packet_summary(fields: &str) -> String {
         let field = match (*w, next) {
             ("iif", Some(v)) => format!("IN={v}"),
             ("oif", Some(v)) => format!("OUT={v}"),
-            ("saddr", Some(v)) if i > 0 && words[i - 1] == "ip" => format!("SRC={v}"),
-            ("daddr", Some(v)) if i > 0 && words[i - 1] == "ip" => format!("DST={v}"),
+            ("saddr", Some(v)) if i > 0 && ["ip", "ip6"].contains(&words[i - 1]) => {
+                format!("SRC={v}")
+            }
+            ("daddr", Some(v)) if i > 0 && ["ip", "ip6"].contains(&words[i - 1]) => {
+                format!("DST={v}")
+            }
             ("sport", Some(v)) => format!("SPORT={v}"),
             ("dport", Some(v)) => format!("DPORT={v}"),
             ("flags", _) if i > 0 && words[i - 1] == "tcp" => words[i + 1..]
@@ -309,13 +313,14 @@ fn insert_nft_trace_rules(node: &str, ns: &Netns, protocol: &str) -> Result<()> 
     } else {
         ""
     };
+    // `inet`: one table marks the probe's packets of either family.
     let script = format!(
-        "add table ip {NFT_TRACE_TABLE}\n\
-         add chain ip {NFT_TRACE_TABLE} pre {{ type filter hook prerouting priority -350 ; }}\n\
-         add chain ip {NFT_TRACE_TABLE} out {{ type filter hook output priority -350 ; }}\n\
-         add rule ip {NFT_TRACE_TABLE} pre meta l4proto {protocol}{carrier} meta nftrace set 1\n\
-         add rule ip {NFT_TRACE_TABLE} out meta l4proto {protocol}{carrier} meta nftrace set 1\n\
-         add rule ip {NFT_TRACE_TABLE} out oif \"lo\" udp dport {{ {SENTINEL_START}, {SENTINEL_END} }} meta nftrace set 1\n"
+        "add table inet {NFT_TRACE_TABLE}\n\
+         add chain inet {NFT_TRACE_TABLE} pre {{ type filter hook prerouting priority -350 ; }}\n\
+         add chain inet {NFT_TRACE_TABLE} out {{ type filter hook output priority -350 ; }}\n\
+         add rule inet {NFT_TRACE_TABLE} pre meta l4proto {protocol}{carrier} meta nftrace set 1\n\
+         add rule inet {NFT_TRACE_TABLE} out meta l4proto {protocol}{carrier} meta nftrace set 1\n\
+         add rule inet {NFT_TRACE_TABLE} out oif \"lo\" udp dport {{ {SENTINEL_START}, {SENTINEL_END} }} meta nftrace set 1\n"
     );
     crate::programming::tools::run(ns, "nft", &["-f", "-"], Some(&script))
         .with_context(|| format!("adding the nftables trace rules on node {node}"))?;

@@ -98,5 +98,5 @@ fn programming_of(
     })?;
     let ctx = kpct::scenario::node_context(s, node)
         .ok_or_else(|| anyhow::anyhow!("no node `{node}` in scenario {}", s.name))?;
-    p.program(cluster, &ctx)
+    kpct::proxier::families::program_node(p.as_ref(), cluster, &ctx)
 }
