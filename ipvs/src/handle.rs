@@ -134,6 +134,7 @@ impl IpvsHandle {
 
     /// Removes every service and destination (`ipvsadm -C`).
     pub fn flush(&mut self) -> Result<()> {
+        let _tables = service_tables();
         self.run(Operation::Flush, IpvsCmd::Flush, vec![], Mode::Ack, None)
             .map(drop)
     }
@@ -155,6 +156,7 @@ impl IpvsHandle {
 
     /// Creates a virtual service (`ipvsadm -A`).
     pub fn add_service(&mut self, service: &Service) -> Result<()> {
+        let _tables = service_tables();
         self.run(
             Operation::AddService(service.key),
             IpvsCmd::NewService,
@@ -179,6 +181,7 @@ impl IpvsHandle {
 
     /// Deletes a service and its destinations (`ipvsadm -D`).
     pub fn delete_service(&mut self, key: &ServiceKey) -> Result<()> {
+        let _tables = service_tables();
         self.run(
             Operation::DeleteService(*key),
             IpvsCmd::DelService,
@@ -216,22 +219,34 @@ impl IpvsHandle {
     /// (net/netfilter/ipvs/ip_vs_ctl.c) walks the hash tables every namespace shares, skipping
     /// other namespaces' entries, and resumes each part at an index counted over all of them.
     /// A service added elsewhere makes the next part repeat one of ours; one removed elsewhere
-    /// makes it skip one. A key is unique in a namespace, so a repeat is dropped; and the table
-    /// is dumped until two dumps in a row hold the same services, so a skipped one shows.
+    /// makes it skip one. Within this process, every handle adds and deletes services, and
+    /// dumps them, under one lock, so no handle of the process changes the tables while another
+    /// dumps. Other processes may: a key is unique in a namespace, so a repeat is dropped, and
+    /// every service a dump shows is ours, so while this namespace itself does not change, the
+    /// services seen in successive dumps add up to the table: it is dumped until two dumps in a
+    /// row show nothing new (three dumps in all when nothing elsewhere changes). A service is
+    /// missed only if every one of those dumps skipped it, as a process deleting services
+    /// elsewhere without pause can make happen.
     pub fn services(&mut self) -> Result<Vec<ServiceState>> {
-        let mut last = self.dump_services()?;
+        let _tables = service_tables();
+        let mut seen = self.dump_services()?;
+        let mut quiet = 0;
         for _ in 1..MAX_SERVICE_DUMPS {
             let next = self.dump_services()?;
-            if same_keys(&last, &next) {
-                return Ok(next);
+            if merge_dump(&mut seen, next) {
+                quiet = 0;
+            } else {
+                quiet += 1;
+                if quiet == QUIET_DUMPS {
+                    return Ok(seen);
+                }
             }
-            last = next;
         }
         Err(Error::Decode {
             op: Operation::ListServices,
             reason: format!(
-                "{MAX_SERVICE_DUMPS} service dumps in a row differed: other network namespaces \
-                 keep adding or removing IPVS services"
+                "{MAX_SERVICE_DUMPS} service dumps kept finding services the earlier ones had \
+                 missed: other network namespaces keep adding or removing IPVS services"
             ),
         })
     }
@@ -357,7 +372,22 @@ impl IpvsHandle {
 }
 
 /// How many service dumps [`IpvsHandle::services`] takes at most to see two agree.
-const MAX_SERVICE_DUMPS: usize = 8;
+/// Held while a handle changes the service tables (add, delete, flush) or dumps them: the
+/// tables are shared by every namespace, and a dump resumes at an index counted over all of
+/// them ([`IpvsHandle::services`]), so no change by this process may come between its parts.
+fn service_tables() -> std::sync::MutexGuard<'static, ()> {
+    static TABLES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // The lock guards no data: a panic while it was held leaves nothing inconsistent.
+    TABLES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// How many dumps [`IpvsHandle::services`] makes at most.
+const MAX_SERVICE_DUMPS: usize = 32;
+
+/// How many dumps in a row must show no service the earlier ones missed.
+const QUIET_DUMPS: usize = 2;
 
 /// The services without a later repeat of a key: the first comes from the part that was
 /// consistent, a repeat from a part resumed at a shifted index.
@@ -369,11 +399,27 @@ fn drop_repeats(services: Vec<ServiceState>) -> Vec<ServiceState> {
         .collect()
 }
 
-/// Whether two dumps hold the same services in the same order (their counters may differ).
-fn same_keys(a: &[ServiceState], b: &[ServiceState]) -> bool {
-    a.iter()
-        .map(|s| s.service.key)
-        .eq(b.iter().map(|s| s.service.key))
+/// Adds to `seen` the services of a later dump it lacks, each right after the service that
+/// precedes it in that dump (every dump is the kernel's order with some services skipped), and
+/// takes the later dump's counters for the others. Whether any service was new.
+fn merge_dump(seen: &mut Vec<ServiceState>, next: Vec<ServiceState>) -> bool {
+    let mut grew = false;
+    let mut after: Option<usize> = None;
+    for state in next {
+        match seen.iter().position(|s| s.service.key == state.service.key) {
+            Some(i) => {
+                seen[i] = state;
+                after = Some(i);
+            }
+            None => {
+                let at = after.map_or(0, |i| i + 1);
+                seen.insert(at, state);
+                after = Some(at);
+                grew = true;
+            }
+        }
+    }
+    grew
 }
 
 fn decode_services(op: Operation, replies: Vec<IpvsMessage>) -> Result<Vec<ServiceState>> {
@@ -424,18 +470,25 @@ mod tests {
         assert_eq!(kept, vec![state(1, 0), state(2, 0), state(3, 5)]);
     }
 
-    /// Two dumps agree on the services they hold, in order, whatever their counters say; a
-    /// dump that skipped one does not agree with one that has it.
+    /// A later dump brings the services an earlier one skipped, in the kernel's order, and its
+    /// counters; one that shows nothing new leaves the set as it is.
     #[test]
-    fn dumps_agree_on_keys_not_counters() {
-        assert!(same_keys(
-            &[state(1, 0), state(2, 0)],
-            &[state(1, 9), state(2, 3)]
+    fn dumps_add_up_to_the_table_in_order() {
+        let mut seen = vec![state(1, 0), state(3, 0)];
+        assert!(merge_dump(
+            &mut seen,
+            vec![state(1, 4), state(2, 1), state(3, 2)]
         ));
-        assert!(!same_keys(&[state(1, 0)], &[state(1, 0), state(2, 0)]));
-        assert!(!same_keys(
-            &[state(2, 0), state(1, 0)],
-            &[state(1, 0), state(2, 0)]
-        ));
+        assert_eq!(seen, vec![state(1, 4), state(2, 1), state(3, 2)]);
+        assert!(merge_dump(&mut seen, vec![state(0, 0), state(2, 5)]));
+        assert_eq!(
+            seen,
+            vec![state(0, 0), state(1, 4), state(2, 5), state(3, 2)]
+        );
+        assert!(!merge_dump(&mut seen, vec![state(1, 7), state(3, 7)]));
+        assert_eq!(
+            seen,
+            vec![state(0, 0), state(1, 7), state(2, 5), state(3, 7)]
+        );
     }
 }

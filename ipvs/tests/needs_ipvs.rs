@@ -1043,3 +1043,65 @@ fn needs_ipvs_counters_and_zero() {
     assert_eq!(h.service(&key).unwrap().stats.conns, 0);
     assert_eq!(h.destinations(&key).unwrap()[0].stats.conns, 0);
 }
+
+/// A namespace's service dump stays exact while another namespace adds and removes services.
+/// The kernel resumes each part of a dump at an index counted over every namespace's services
+/// (`ip_vs_genl_dump_services`, net/netfilter/ipvs/ip_vs_ctl.c), so a change elsewhere between
+/// two parts shifts it. Handles of one process change and dump the tables under one lock, so
+/// a thread churning services in a second namespace throughout (400 services take several
+/// parts of a dump) cannot shift one. Without the lock this failed at once: a single dump
+/// repeated and skipped services, "dump until two dumps agree" saw 8 dumps in a row differ,
+/// and adding up dumps until two in a row showed nothing new still missed one (the churn
+/// skipped the same service at the same part boundary every time).
+#[test]
+fn needs_ipvs_dumps_are_exact_while_other_namespaces_change() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let a = Netns::new();
+    let b = Netns::new();
+    let mut ha = a.handle();
+    let expected: Vec<ServiceKey> = (0..400u32)
+        .map(|i| tcp(&format!("10.6.{}.{}", i / 200, i % 200 + 1), 80))
+        .collect();
+    for key in &expected {
+        ha.add_service(&Service::new(*key, "rr")).unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let churn = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut hb = b.handle();
+            let mut changes = 0u32;
+            while !stop.load(Ordering::SeqCst) {
+                let key = tcp(&format!("10.7.{}.{}", changes % 200, changes % 250 + 1), 80);
+                hb.add_service(&Service::new(key, "rr")).unwrap();
+                hb.delete_service(&key).unwrap();
+                changes += 1;
+            }
+            changes
+        })
+    };
+    let mut sorted_expected = expected.clone();
+    sorted_expected.sort();
+    for dump in 0..25 {
+        let mut got: Vec<ServiceKey> = ha
+            .services()
+            .unwrap_or_else(|e| panic!("dump {dump}: {e}"))
+            .into_iter()
+            .map(|s| s.service.key)
+            .collect();
+        got.sort();
+        assert_eq!(
+            got.len(),
+            expected.len(),
+            "dump {dump}: repeated or lost services"
+        );
+        assert_eq!(got, sorted_expected, "dump {dump}");
+    }
+    stop.store(true, Ordering::SeqCst);
+    let changes = churn.join().unwrap();
+    assert!(
+        changes > 0,
+        "the other namespace changed nothing during the dumps"
+    );
+}
