@@ -65,14 +65,10 @@ fn commit() {
     }
 }
 
-/// The dual-stack scenarios (`scenarios/dual-stack/`): judged against the proxiers that program
-/// both families, and, for the others, the run must stop with the reason (their IPv6 proxiers
-/// are not built yet; when one is, its name moves to the first list).
-fn dual_stack(by_module: &mut std::collections::BTreeMap<&'static str, String>) {
-    let dir = Path::new("../scenarios/dual-stack");
-    println!("cargo:rerun-if-changed=../scenarios/dual-stack");
+/// The stems of the YAML files in `dir`, sorted; none if it does not exist.
+fn yaml_stems(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+        return Vec::new();
     };
     let mut stems: Vec<String> = entries
         .filter_map(|e| e.ok())
@@ -81,45 +77,49 @@ fn dual_stack(by_module: &mut std::collections::BTreeMap<&'static str, String>) 
         .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .collect();
     stems.sort();
-    for stem in &stems {
-        let name: String = stem
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .collect();
-        let _ = write!(
-            by_module.entry("dual_stack_nftables").or_default(),
-            "    #[test]\n    fn r#{name}() {{\n        super::run(\"dual-stack/{stem}.yaml\", \"kube-proxy-nftables\");\n    }}\n"
-        );
-        for (suffix, proxier) in [
-            ("iptables", "kube-proxy-iptables"),
-            ("ipvs", "kube-proxy-ipvs"),
+    stems
+}
+
+/// A scenario's test function name: its stem with every other character than a letter or a
+/// digit as `_`.
+fn test_name(stem: &str) -> String {
+    stem.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// The dual-stack scenarios (`scenarios/dual-stack/`): judged against the proxiers that program
+/// both families, and, for kube-proxy-ipvs, the run must stop with the reason (its IPv6 proxier
+/// is not built yet; when it is, it joins the list of judged ones).
+fn dual_stack(by_module: &mut std::collections::BTreeMap<&'static str, String>) {
+    println!("cargo:rerun-if-changed=../scenarios/dual-stack");
+    for stem in &yaml_stems(Path::new("../scenarios/dual-stack")) {
+        let name = test_name(stem);
+        for (module, proxier) in [
+            ("dual_stack_iptables", "kube-proxy-iptables"),
+            ("dual_stack_nftables", "kube-proxy-nftables"),
         ] {
             let _ = write!(
-                by_module.entry("dual_stack_refused").or_default(),
-                "    #[test]\n    fn r#{name}_{suffix}() {{\n        super::refused(\"dual-stack/{stem}.yaml\", \"{proxier}\");\n    }}\n"
+                by_module.entry(module).or_default(),
+                "    #[test]\n    fn r#{name}() {{\n        super::run(\"dual-stack/{stem}.yaml\", \"{proxier}\");\n    }}\n"
             );
         }
+        // kube-proxy-ipvs has no IPv6 proxier yet: it must refuse with the reason.
+        let _ = write!(
+            by_module.entry("dual_stack_refused").or_default(),
+            "    #[test]\n    fn r#{name}_ipvs() {{\n        super::refused(\"dual-stack/{stem}.yaml\", \"kube-proxy-ipvs\");\n    }}\n"
+        );
     }
 }
 
 fn main() {
     commit();
-    let dir = Path::new("../scenarios");
     println!("cargo:rerun-if-changed=../scenarios");
-    let mut stems: Vec<String> = std::fs::read_dir(dir)
-        .expect("the scenarios directory")
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .collect();
-    stems.sort();
+    let stems = yaml_stems(Path::new("../scenarios"));
+    assert!(!stems.is_empty(), "no scenarios in ../scenarios");
     let mut by_module: std::collections::BTreeMap<&str, String> = Default::default();
     for stem in &stems {
-        let name: String = stem
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .collect();
+        let name = test_name(stem);
         for (module, proxier, require) in modules(stem) {
             let _ = write!(
                 by_module.entry(module).or_default(),

@@ -221,6 +221,7 @@ mod tests {
     fn state(save: &str) -> EffectiveState {
         EffectiveState {
             iptables: normalize_iptables_save(save),
+            ip6tables: BTreeMap::new(),
             ipsets: Vec::new(),
             ipvs: None,
             kube_ipvs0: None,

@@ -708,11 +708,12 @@ struct Judged {
 /// The chains each iptables table of `node` holds, as kube-proxy reads them before a sync.
 fn existing_chains(
     node: &NodeNs,
+    family: crate::programming::tools::Xtables,
 ) -> Result<std::collections::BTreeMap<crate::programming::Table, std::collections::BTreeSet<String>>>
 {
     let save = crate::programming::tools::run(
         &node.netns,
-        crate::programming::tools::IptablesBackend::default().save(),
+        family.save(crate::programming::tools::IptablesBackend::default()),
         &[],
         None,
     )
@@ -749,7 +750,13 @@ fn resync_nodes<P: NodeProgrammer + ?Sized>(
     for node in topo.nodes() {
         let ctx = scenario::node_context(state, &node.name)
             .with_context(|| format!("node {} is not in the scenario", node.name))?;
-        let chains = existing_chains(node)?;
+        let chains = existing_chains(node, crate::programming::tools::Xtables::Ip)?;
+        // A node of an IPv4 scenario has no IPv6 proxier to read them.
+        let ip6_chains = if ctx.ipv6.is_some() {
+            existing_chains(node, crate::programming::tools::Xtables::Ip6)?
+        } else {
+            Default::default()
+        };
         let ipvs = ipvs_table(node)?;
         let nft = crate::programming::nft::read_tables(&node.netns)
             .with_context(|| format!("reading the nftables tables of node {}", node.name))?;
@@ -757,6 +764,7 @@ fn resync_nodes<P: NodeProgrammer + ?Sized>(
             step,
             previous,
             existing_chains: &chains,
+            existing_ip6_chains: &ip6_chains,
             nft: &nft,
             ipvs: &ipvs,
         };

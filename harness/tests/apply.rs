@@ -314,6 +314,63 @@ fn malformed_iptables_rule_is_reported_and_rolled_back() {
     assert!(err.contains(&format!("(from proxier.out:{line})")), "{err}");
 }
 
+/// ip6tables are written as iptables are: applied with `ip6tables-restore --noflush`, read
+/// back (the readback holds them, and a diff against the programming is empty), and, when a
+/// rule is refused, rolled back with the IPv4 tables written before them.
+#[test]
+fn ip6tables_apply_read_back_and_roll_back() {
+    let ns = netns("ip6tables");
+    let mut good = hand_made();
+    good.ip6tables.insert(
+        Table::Nat,
+        TableRules {
+            chains: vec![chain("KPCT-SERVICES6")],
+            rules: vec![
+                "-A KPCT-SERVICES6 -d fd00:10:96::a -p tcp --dport 80 -j DNAT --to-destination [fd00:10:244:2::20]:8080".into(),
+                "-A KPCT-SERVICES6 -d fd00:10:96::b -p tcp --dport 80 -j RETURN".into(),
+            ],
+        },
+    );
+    let report = applier().apply(&ns, "node-a", &good, None).expect("apply");
+    assert!(
+        report
+            .step_times
+            .iter()
+            .any(|(step, _)| *step == Step::Ip6tables),
+        "{report}"
+    );
+    let state = read(&ns, &good);
+    assert_eq!(state.diff_against(&good), vec![]);
+    assert!(
+        state.to_string().contains("*ip6:nat\n:KPCT-SERVICES6 -\n"),
+        "{state}"
+    );
+    assert!(
+        !state.iptables[&Table::Nat]
+            .chains
+            .iter()
+            .any(|c| c.name == "KPCT-SERVICES6"),
+        "the IPv6 chain is in ip6tables only"
+    );
+    let mut bad = good.clone();
+    bad.iptables
+        .get_mut(&Table::Nat)
+        .unwrap()
+        .rules
+        .push("-A KUBE-SERVICES -j ACCEPT".into());
+    bad.ip6tables
+        .get_mut(&Table::Nat)
+        .unwrap()
+        .rules
+        .push("-A KPCT-SERVICES6 -j NO-SUCH-CHAIN6".into());
+    let err = fails_and_rolls_back(&ns, &bad, None, Step::Ip6tables);
+    assert!(
+        err.contains("ip6tables table nat line") && err.contains("NO-SUCH-CHAIN6"),
+        "{err}"
+    );
+    assert_eq!(read(&ns, &good).diff_against(&good), vec![]);
+}
+
 #[test]
 fn ipset_entry_not_matching_its_type_is_reported_and_rolled_back() {
     let ns = netns("badentry");

@@ -41,6 +41,26 @@ fn exec(script: &str) -> ExecProxier {
     ExecProxier::from_spec(&format!("exec:{FIXTURES}/exec/{script}")).unwrap()
 }
 
+/// An `exec:` proxier running `text`, written as the executable `name` in `dir`.
+fn script_proxier(dir: &Path, name: &str, text: &str) -> ExecProxier {
+    let script = dir.join(name);
+    std::fs::write(&script, text).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    ExecProxier::from_spec(&format!("exec:{}", script.display())).unwrap()
+}
+
+/// Runs `s` against `proxier`, which must complete.
+fn run_with(s: &kpct::scenario::Scenario, proxier: &ExecProxier) -> kpct::run::ScenarioRun {
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(kpct::run::run_scenario(
+            s,
+            proxier,
+            kpct::probe::probe_timeout(),
+        ))
+        .unwrap_or_else(|e| panic!("{e:#}"))
+}
+
 fn read(ns: &Netns, opts: &ReadOptions) -> EffectiveState {
     effective_state(ns, opts).expect("read effective state")
 }
@@ -639,9 +659,9 @@ echo 1 > /proc/sys/net/ipv4/ip_forward && echo "own sysctl: written"
 #[test]
 fn exec_proxiers_get_what_changed_at_steps_and_are_held_to_convergence() {
     let dir = scratch_dir("exec-steps");
-    let script = dir.join("leaky.py");
-    std::fs::write(
-        &script,
+    let proxier = script_proxier(
+        &dir,
+        "leaky.py",
         r#"#!/usr/bin/python3
 import json, sys
 inp = json.load(sys.stdin)
@@ -656,9 +676,7 @@ else:
         assert sync["previous"]["servicePorts"] != inp["cluster"]["servicePorts"], inp
 print("*nat\n:%s - [0:0]\nCOMMIT" % chain)
 "#,
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    );
     let mut s =
         kpct::scenario::load(Path::new("../scenarios/transition-service-deleted.yaml")).unwrap();
     s.probes.clear();
@@ -668,15 +686,7 @@ print("*nat\n:%s - [0:0]\nCOMMIT" % chain)
         restart_proxier: true,
         ..Default::default()
     });
-    let proxier = ExecProxier::from_spec(&format!("exec:{}", script.display())).unwrap();
-    let run = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(kpct::run::run_scenario(
-            &s,
-            &proxier,
-            kpct::probe::probe_timeout(),
-        ))
-        .unwrap();
+    let run = run_with(&s, &proxier);
     std::fs::remove_dir_all(&dir).unwrap();
     let stale: Vec<&str> = run
         .violations
@@ -758,9 +768,9 @@ fn a_replay_holds_one_capture_per_step() {
 #[test]
 fn an_exec_proxier_programs_ipv6_from_the_dual_stack_document() {
     let dir = scratch_dir("exec-dual-stack");
-    let script = dir.join("ipv6-only.py");
-    std::fs::write(
-        &script,
+    let proxier = script_proxier(
+        &dir,
+        "ipv6-only.py",
         r#"#!/usr/bin/python3
 import json, sys
 inp = json.load(sys.stdin)
@@ -777,9 +787,7 @@ for sp in v6["servicePorts"]:
             sp["clusterIP"], sp["protocol"].lower(), sp["port"], ready[0]["ip"], ready[0]["port"]))
 print("*nft\n%s\nCOMMIT" % "\n".join(lines))
 "#,
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    );
     let mut s = kpct::scenario::load(Path::new(
         "../scenarios/dual-stack/dual-stack-endpoints-per-family.yaml",
     ))
@@ -788,15 +796,7 @@ print("*nft\n%s\nCOMMIT" % "\n".join(lines))
     for probe in &mut s.probes {
         probe.repeat = 1;
     }
-    let proxier = ExecProxier::from_spec(&format!("exec:{}", script.display())).unwrap();
-    let run = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(kpct::run::run_scenario(
-            &s,
-            &proxier,
-            kpct::probe::probe_timeout(),
-        ))
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let run = run_with(&s, &proxier);
     std::fs::remove_dir_all(&dir).unwrap();
     let failing: std::collections::BTreeSet<&str> = run
         .violations

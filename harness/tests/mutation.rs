@@ -430,6 +430,29 @@ async fn stale_endpoint_chains_fail_the_convergence_check() {
     }
 }
 
+/// The IPv6 proxier of iptables mode deletes stale chains from ip6tables, read from
+/// `ip6tables-save`: one that keeps them leaves the gone endpoint's KUBE-SEP- chain in the
+/// `ip6:nat` table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_ip6tables_chains_fail_the_convergence_check() {
+    let found = convergence_violations(
+        "dual-stack/ipv6-transition-scale-down-delete.yaml",
+        "kube-proxy-iptables",
+        keep_stale_chains,
+    )
+    .await;
+    for node in ["node-a", "node-b"] {
+        assert!(
+            found
+                .iter()
+                .any(|v| v.contains(&format!("{node}: stale chain KUBE-SEP-"))
+                    && v.contains("(table ip6:nat)")
+                    && v.contains("after step `scale-down`")),
+            "{node}: {found:#?}"
+        );
+    }
+}
+
 /// nftables mode flushes a stale chain in one sync and deletes it in the next: one that never
 /// deletes it is caught at the step after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -649,6 +672,32 @@ async fn ignoring_ipv6_or_its_masquerade_is_caught_and_ipv4_still_judged() {
         name: "kube-proxy-nftables",
         inner: "kube-proxy-nftables",
         mutate: no_ipv6_masquerade,
+    };
+    let found = dual_stack_violations(&broken).await;
+    assert!(
+        found
+            .iter()
+            .any(|v| v.contains("probe `external-ipv6`")
+                && v.contains("expected source masqueraded")),
+        "{found:#?}"
+    );
+}
+
+/// iptables mode's IPv6 proxier writes ip6tables: without its MASQUERADE rule (the mutation
+/// runs on each family's programming, the IPv6 one's tables being the node's ip6tables), the
+/// external IPv6 probe keeps its source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_ip6tables_masquerade_is_caught() {
+    let intact = builtin("kube-proxy-iptables").unwrap();
+    assert_eq!(
+        dual_stack_violations(intact.as_ref()).await,
+        Vec::<String>::new(),
+        "the intact programming conforms"
+    );
+    let broken = Mutated {
+        name: "kube-proxy-iptables",
+        inner: "kube-proxy-iptables",
+        mutate: drop_postrouting_masquerade,
     };
     let found = dual_stack_violations(&broken).await;
     assert!(

@@ -43,11 +43,15 @@ fn scenario() -> Scenario {
 }
 
 async fn observe(name: &str) -> kpct::observe::ProbeObservation {
-    let s = scenario();
-    let topo = Topology::build(&s).await.unwrap();
+    observe_in(&scenario(), name).await
+}
+
+/// Fires probe `name` of `s` in its freshly built topology, with no proxier.
+async fn observe_in(s: &Scenario, name: &str) -> kpct::observe::ProbeObservation {
+    let topo = Topology::build(s).await.unwrap();
     let _servers = Backends::start(&topo, &s.topology.pods).unwrap();
     let index = s.probes.iter().position(|p| p.name == name).unwrap();
-    let plan = probe::plan(&s, &topo, index).unwrap();
+    let plan = probe::plan(s, &topo, index).unwrap();
     let shots = probe::fire(&topo, &plan, TIMEOUT).unwrap();
     observe_probe(&plan, &shots, &[], false)
 }
@@ -143,12 +147,7 @@ probes:
 
 async fn observe6(name: &str) -> kpct::observe::ProbeObservation {
     let s = scenario::parse(DUAL_STACK, "probe-test-dual-stack.yaml").expect("scenario is valid");
-    let topo = Topology::build(&s).await.unwrap();
-    let _servers = Backends::start(&topo, &s.topology.pods).unwrap();
-    let index = s.probes.iter().position(|p| p.name == name).unwrap();
-    let plan = probe::plan(&s, &topo, index).unwrap();
-    let shots = probe::fire(&topo, &plan, TIMEOUT).unwrap();
-    observe_probe(&plan, &shots, &[], false)
+    observe_in(&s, name).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

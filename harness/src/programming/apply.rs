@@ -31,7 +31,7 @@ use super::text::{
     render_conntrack_line, render_delete_others, render_destination_line, render_service_line,
     render_table, render_timeouts,
 };
-use super::tools::{self, blamed_line, tool_message, IptablesBackend};
+use super::tools::{self, blamed_line, tool_message, IptablesBackend, Xtables};
 use super::{Programming, RestoreMode, Table};
 use crate::caps::{Capabilities, Feature};
 use crate::netns::Netns;
@@ -75,6 +75,7 @@ pub enum Step {
     KubeIpvs0,
     Ipsets,
     Iptables,
+    Ip6tables,
     Nft,
     Ipvs,
     Conntrack,
@@ -87,6 +88,7 @@ impl fmt::Display for Step {
             Step::KubeIpvs0 => "kube-ipvs0",
             Step::Ipsets => "ipset restore",
             Step::Iptables => "iptables-restore",
+            Step::Ip6tables => "ip6tables-restore",
             Step::Nft => "nft -f",
             Step::Ipvs => "IPVS",
             Step::Conntrack => "conntrack cleanup",
@@ -273,11 +275,12 @@ impl Applier {
         };
         let mut started = Vec::new();
         let result = (|| -> Result<(), (Step, StepError)> {
-            let steps: [(Step, bool); 7] = [
+            let steps: [(Step, bool); 8] = [
                 (Step::Sysctls, !p.sysctls.is_empty()),
                 (Step::KubeIpvs0, !p.ipvs_addresses.is_empty()),
                 (Step::Ipsets, !p.ipsets.is_empty()),
                 (Step::Iptables, !p.iptables.is_empty()),
+                (Step::Ip6tables, !p.ip6tables.is_empty()),
                 (Step::Nft, !p.nft.is_empty()),
                 (
                     Step::Ipvs,
@@ -299,7 +302,8 @@ impl Applier {
                         .apply_device(ns, p)
                         .map(|kind| report.device_kind = Some(kind)),
                     Step::Ipsets => apply_ipsets(ns, p),
-                    Step::Iptables => self.apply_iptables(ns, p, &before),
+                    Step::Iptables => self.apply_iptables(ns, p, Xtables::Ip, &before),
+                    Step::Ip6tables => self.apply_iptables(ns, p, Xtables::Ip6, &before),
                     Step::Nft => apply_nft(ns, p),
                     Step::Ipvs => apply_ipvs(ns, p),
                     Step::Conntrack => apply_conntrack(ns, p).map(|n| report.conntrack_deleted = n),
@@ -318,7 +322,11 @@ impl Applier {
         report.sets = p.ipsets.len();
         report.set_entries = p.ipsets.iter().map(|s| s.entries.len()).sum();
         report.tables = p.iptables.keys().copied().collect();
-        report.rules = p.iptables.values().map(|t| t.rules.len()).sum();
+        report.rules = Xtables::ALL
+            .iter()
+            .flat_map(|f| p.xtables(*f).values())
+            .map(|t| t.rules.len())
+            .sum();
         report.services = p.ipvs.len();
         report.destinations = p.ipvs.iter().map(|v| v.destinations.len()).sum();
         report.nft_tables = p.nft.tables.clone();
@@ -370,17 +378,22 @@ impl Applier {
         Ok(ensured.kind)
     }
 
+    /// One restore of the tables of `family` (`iptables-restore` or `ip6tables-restore`).
+    /// Only IPv4 tables can come from a text programming, so only their lines name an item in
+    /// an error.
     fn apply_iptables(
         &self,
         ns: &Netns,
         p: &Programming,
+        family: Xtables,
         before: &Before,
     ) -> Result<(), StepError> {
         let mut input = String::new();
         // Per input line: (table, line within the programming's section, item).
         let mut lines: Vec<(Table, usize, Option<Item>)> = Vec::new();
-        for (table, rules) in &p.iptables {
-            let mut already = self.ensured_rules(p, *table, &before.iptables_save);
+        let tables = p.xtables(family);
+        for (table, rules) in tables {
+            let mut already = self.ensured_rules(p, family, *table, before.save(family));
             input.push_str(&format!("*{}\n", table.name()));
             lines.push((*table, 1, None));
             let section = render_table(*table, rules);
@@ -423,7 +436,13 @@ impl Applier {
         if p.restore_mode == RestoreMode::NoFlush {
             args.push("--noflush");
         }
-        tools::run(ns, self.options.backend.restore(), &args, Some(&input)).map_err(|e| {
+        tools::run(
+            ns,
+            family.restore(self.options.backend),
+            &args,
+            Some(&input),
+        )
+        .map_err(|e| {
             let input_lines: Vec<&str> = input.lines().collect();
             let Some(mut n) = blamed_line(&e.stderr).filter(|n| (1..=lines.len()).contains(n))
             else {
@@ -439,11 +458,16 @@ impl Applier {
             let (table, in_section, item) = &lines[n - 1];
             StepError {
                 input: Some(format!(
-                    "table {} line {in_section}: `{}`",
+                    "{}table {} line {in_section}: `{}`",
+                    if family == Xtables::Ip6 {
+                        "ip6tables "
+                    } else {
+                        ""
+                    },
                     table.name(),
                     crate::quote::quote(input_lines[n - 1])
                 )),
-                item: item.clone(),
+                item: item.clone().filter(|_| family == Xtables::Ip),
                 message: tool_message(&e.stderr),
             }
         })?;
@@ -457,6 +481,7 @@ impl Applier {
     fn ensured_rules(
         &self,
         p: &Programming,
+        family: Xtables,
         table: Table,
         save: &str,
     ) -> Vec<(String, Vec<String>)> {
@@ -464,7 +489,7 @@ impl Applier {
             return Vec::new();
         }
         let declared: BTreeSet<&str> = p
-            .iptables
+            .xtables(family)
             .get(&table)
             .map(|t| t.chains.iter().map(|c| c.name.as_str()).collect())
             .unwrap_or_default();

@@ -17,7 +17,7 @@ use super::model::pruned_by;
 use super::nft::NftTable;
 use super::rule_key::rule_key;
 use super::text::{render_destination_line, render_service_line, render_timeouts};
-use super::tools::{self, IptablesBackend, ToolError};
+use super::tools::{self, IptablesBackend, ToolError, Xtables};
 use super::{ChainDecl, Programming, Table, TableRules, VirtualServer};
 use crate::netns::Netns;
 use ipvs_genl::{format_save, IpvsHandle, Timeouts};
@@ -77,6 +77,8 @@ pub const KERNEL_IPVS_TIMEOUTS: Timeouts = Timeouts {
 pub struct EffectiveState {
     /// Normalised tables; tables with nothing left after normalisation are absent.
     pub iptables: BTreeMap<Table, TableRules>,
+    /// The IPv6 tables (`ip6tables-save`), normalised the same way.
+    pub ip6tables: BTreeMap<Table, TableRules>,
     pub ipsets: Vec<IpSetState>,
     /// `None` when the kernel has no IPVS.
     pub ipvs: Option<IpvsTable>,
@@ -116,12 +118,35 @@ pub fn effective_state(ns: &Netns, opts: &ReadOptions) -> Result<EffectiveState,
         .collect();
     Ok(EffectiveState {
         iptables: normalize_iptables_save(&save),
+        ip6tables: read_ip6tables(ns, opts.backend)?,
         ipsets: normalize_ipset_save(&ipset),
         ipvs: read_ipvs(ns)?,
         kube_ipvs0: kube_ipvs0::read(ns)?,
         sysctls,
         nft: super::nft::read_tables(ns)?,
     })
+}
+
+/// The IPv6 tables. With iptables-nft they live in `ip6` nf_tables tables: where there is none
+/// (every node of an IPv4 scenario), the kernel says so and no tool runs.
+fn read_ip6tables(
+    ns: &Netns,
+    backend: IptablesBackend,
+) -> Result<BTreeMap<Table, TableRules>, ReadError> {
+    const NFPROTO_IPV6: u8 = 10;
+    if backend == IptablesBackend::Nft {
+        let tables = crate::nfnetlink::nft_tables(ns).ok();
+        let none = tables.is_some_and(|tables| {
+            !tables
+                .iter()
+                .any(|(family, name)| *family == NFPROTO_IPV6 && Table::from_name(name).is_some())
+        });
+        if none {
+            return Ok(BTreeMap::new());
+        }
+    }
+    let save = tools::run(ns, Xtables::Ip6.save(backend), &[], None)?;
+    Ok(normalize_iptables_save(&save))
 }
 
 fn read_ipvs(ns: &Netns) -> Result<Option<IpvsTable>, ReadError> {
@@ -309,6 +334,8 @@ pub enum Missing {
         table: Table,
         rule: String,
     },
+    /// Something of the IPv6 tables (`ip6tables`).
+    Ip6tables(Box<Missing>),
     Set {
         name: String,
     },
@@ -366,6 +393,7 @@ impl fmt::Display for Missing {
                 found.as_deref().unwrap_or("ACCEPT (not listed)")
             ),
             Missing::Rule { table, rule } => write!(f, "table {}: rule `{rule}`", table.name()),
+            Missing::Ip6tables(inner) => write!(f, "ip6tables {inner}"),
             Missing::Set { name } => write!(f, "ipset {name}"),
             Missing::SetType {
                 name,
@@ -421,7 +449,14 @@ impl EffectiveState {
     /// script that applied is held whole (the convergence check compares the tables).
     pub fn diff_against(&self, p: &Programming) -> Vec<Missing> {
         let mut missing = Vec::new();
-        self.diff_iptables(p, &mut missing);
+        diff_tables(&self.iptables, &p.iptables, &mut missing);
+        let mut missing6 = Vec::new();
+        diff_tables(&self.ip6tables, &p.ip6tables, &mut missing6);
+        missing.extend(
+            missing6
+                .into_iter()
+                .map(|m| Missing::Ip6tables(Box::new(m))),
+        );
         self.diff_ipsets(p, &mut missing);
         self.diff_ipvs(p, &mut missing);
         self.diff_device(p, &mut missing);
@@ -437,11 +472,18 @@ impl EffectiveState {
         }
         missing
     }
+}
 
-    fn diff_iptables(&self, p: &Programming, missing: &mut Vec<Missing>) {
+/// Every chain, policy, rule and deletion of `wanted` that `held` lacks.
+fn diff_tables(
+    held: &BTreeMap<Table, TableRules>,
+    wanted: &BTreeMap<Table, TableRules>,
+    missing: &mut Vec<Missing>,
+) {
+    {
         let empty = TableRules::default();
-        for (table, wanted) in &p.iptables {
-            let have = self.iptables.get(table).unwrap_or(&empty);
+        for (table, wanted) in wanted {
+            let have = held.get(table).unwrap_or(&empty);
             let deleted: Vec<&str> = wanted.deleted_chains().collect();
             for chain in &deleted {
                 if have.chains.iter().any(|h| h.name == *chain) {
@@ -499,7 +541,9 @@ impl EffectiveState {
             }
         }
     }
+}
 
+impl EffectiveState {
     fn diff_ipsets(&self, p: &Programming, missing: &mut Vec<Missing>) {
         for set in &p.ipsets {
             let Some(have) = self.ipsets.iter().find(|s| s.name == set.name) else {
@@ -662,8 +706,13 @@ impl fmt::Display for EffectiveState {
             }
             out.push_str("COMMIT\n");
         }
-        for (table, rules) in &self.iptables {
-            let _ = writeln!(out, "*{}", table.name());
+        let families = [("", &self.iptables), ("ip6:", &self.ip6tables)];
+        for (table, rules) in families
+            .iter()
+            .flat_map(|(prefix, tables)| tables.iter().map(move |t| (prefix, t)))
+            .map(|(prefix, (table, rules))| (format!("{prefix}{}", table.name()), rules))
+        {
+            let _ = writeln!(out, "*{table}");
             for c in &rules.chains {
                 let _ = writeln!(out, ":{} {}", c.name, c.policy.as_deref().unwrap_or("-"));
             }

@@ -162,6 +162,9 @@ pub struct Programming {
     /// Applied first: iptables rules reference sets by name.
     pub ipsets: Vec<IpSet>,
     pub iptables: BTreeMap<Table, TableRules>,
+    /// The IPv6 tables (`ip6tables-restore`, in the same restore mode): what the IPv6 proxier
+    /// of a dual-stack node writes as its `iptables`.
+    pub ip6tables: BTreeMap<Table, TableRules>,
     pub restore_mode: RestoreMode,
     pub ipvs: Vec<VirtualServer>,
     /// Addresses bound (as /32) on the `kube-ipvs0` interface. Empty means no interface is made.
@@ -181,6 +184,16 @@ pub struct Programming {
     /// Conntrack entries to delete once everything else is written (last, since deleted
     /// entries cannot be put back).
     pub conntrack_cleanup: Vec<ConntrackCleanup>,
+}
+
+impl Programming {
+    /// The tables of one xtables family: `iptables` or `ip6tables`.
+    pub fn xtables(&self, family: super::tools::Xtables) -> &BTreeMap<Table, TableRules> {
+        match family {
+            super::tools::Xtables::Ip => &self.iptables,
+            super::tools::Xtables::Ip6 => &self.ip6tables,
+        }
+    }
 }
 
 /// Whether `IpvsDeleteOthers`-style pruning removes the kernel service `key`: an IPv4 address

@@ -106,6 +106,15 @@ pub struct ScriptError {
     pub message: String,
 }
 
+/// The messages of `problems`, joined for one error line.
+pub fn describe(problems: &[ScriptError]) -> String {
+    problems
+        .iter()
+        .map(|p| p.message.as_str())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// The objects a top-level nft command acts on; each is followed by `[FAMILY] TABLE`.
 const OBJECTS: [&str; 14] = [
     "table",

@@ -3,7 +3,7 @@
 use super::apply::{open_ipvs, Step, StepError};
 use super::kube_ipvs0::{self, DeviceState};
 use super::nft::{self, NftTable};
-use super::tools::{self, IptablesBackend};
+use super::tools::{self, IptablesBackend, Xtables};
 use super::{builtin_chains, Programming, Table};
 use crate::netns::Netns;
 use ipvs_genl::{Destination, IpvsHandle, Service, Timeouts};
@@ -17,11 +17,22 @@ pub(super) struct Before {
     pub(super) set_names: BTreeSet<String>,
     pub(super) ipset_save: String,
     pub(super) iptables_save: String,
+    pub(super) ip6tables_save: String,
     pub(super) ipvs: Vec<(Service, Vec<Destination>)>,
     /// Recorded only when the programming sets timeouts.
     pub(super) ipvs_timeouts: Option<Timeouts>,
     /// Each table the `*nft` script names, as `nft list table` printed it (`None`: absent).
     pub(super) nft_tables: Vec<(NftTable, Option<String>)>,
+}
+
+impl Before {
+    /// `iptables-save -c` or `ip6tables-save -c` from before, for the tables of `family`.
+    pub(super) fn save(&self, family: Xtables) -> &str {
+        match family {
+            Xtables::Ip => &self.iptables_save,
+            Xtables::Ip6 => &self.ip6tables_save,
+        }
+    }
 }
 
 /// Records what `p` is about to touch.
@@ -77,6 +88,10 @@ pub(super) fn record(
             tools::run(ns, backend.save(), &["-c"], None).map_err(tool(Step::Iptables))?
         };
     }
+    if !p.ip6tables.is_empty() {
+        before.ip6tables_save = tools::run(ns, Xtables::Ip6.save(backend), &["-c"], None)
+            .map_err(tool(Step::Ip6tables))?;
+    }
     for table in &p.nft.tables {
         let saved = nft::save_table(ns, table).map_err(|e| {
             (
@@ -131,7 +146,8 @@ pub(super) fn roll_back(
             // Deleted conntrack entries cannot be put back; the error says how far it got.
             Step::Conntrack => Ok(()),
             Step::Ipvs => roll_back_ipvs(ns, before),
-            Step::Iptables => roll_back_iptables(ns, p, before, backend),
+            Step::Iptables => roll_back_iptables(ns, p, Xtables::Ip, before, backend),
+            Step::Ip6tables => roll_back_iptables(ns, p, Xtables::Ip6, before, backend),
             Step::Nft => roll_back_nft(ns, before),
             Step::Ipsets => roll_back_ipsets(ns, p, before),
             Step::KubeIpvs0 => match &before.device {
@@ -170,13 +186,14 @@ pub(super) fn roll_back(
 fn roll_back_iptables(
     ns: &Netns,
     p: &Programming,
+    family: Xtables,
     before: &Before,
     backend: IptablesBackend,
 ) -> Result<(), String> {
     let mut input = String::new();
     let mut absent_before = Vec::new();
-    for table in p.iptables.keys() {
-        match save_section(&before.iptables_save, *table) {
+    for table in p.xtables(family).keys() {
+        match save_section(before.save(family), *table) {
             Some(section) => input.push_str(&section),
             None => {
                 absent_before.push(*table);
@@ -188,12 +205,18 @@ fn roll_back_iptables(
             }
         }
     }
-    tools::run(ns, backend.restore(), &["-w", "-c"], Some(&input)).map_err(|e| e.to_string())?;
+    tools::run(ns, family.restore(backend), &["-w", "-c"], Some(&input))
+        .map_err(|e| e.to_string())?;
     // With nf_tables a table exists only once something used it; drop the ones this apply
     // brought into existence (best effort: without the nft tool they stay, empty).
     if backend == IptablesBackend::Nft {
         for table in absent_before {
-            let _ = tools::run(ns, "nft", &["delete", "table", "ip", table.name()], None);
+            let _ = tools::run(
+                ns,
+                "nft",
+                &["delete", "table", family.nft_family(), table.name()],
+                None,
+            );
         }
     }
     Ok(())

@@ -72,8 +72,12 @@ fn normalize(groups: &mut Vec<Vec<String>>) {
         match opt.as_str() {
             "-s" | "-d" => {
                 for v in g.iter_mut().skip(1) {
-                    if !v.contains('/') && v.parse::<std::net::Ipv4Addr>().is_ok() {
-                        v.push_str("/32");
+                    if !v.contains('/') {
+                        match v.parse::<std::net::IpAddr>() {
+                            Ok(std::net::IpAddr::V4(_)) => v.push_str("/32"),
+                            Ok(std::net::IpAddr::V6(_)) => v.push_str("/128"),
+                            Err(_) => {}
+                        }
                     }
                 }
             }
@@ -124,14 +128,28 @@ fn normalize(groups: &mut Vec<Vec<String>>) {
             .iter()
             .any(|g| g[0] == "-j" && g.get(1).map(String::as_str) == Some(target))
     };
-    if jumps_to(groups, "REJECT") && !has(groups, "--reject-with") {
-        groups.push(vec!["--reject-with".into(), "icmp-port-unreachable".into()]);
+    // Defaults the save prints, per family (iptables' and ip6tables' REJECT answer, recent's
+    // whole-address mask), are dropped: a rule is the same with or without them.
+    if jumps_to(groups, "REJECT") {
+        groups.retain(|g| {
+            !(g[0] == "--reject-with"
+                && matches!(
+                    g.get(1).map(String::as_str),
+                    Some("icmp-port-unreachable" | "icmp6-port-unreachable")
+                ))
+        });
     }
     let uses_recent = groups
         .iter()
         .any(|g| g[0] == "-m" && g.get(1).map(String::as_str) == Some("recent"));
-    if uses_recent && !has(groups, "--mask") {
-        groups.push(vec!["--mask".into(), "255.255.255.255".into()]);
+    if uses_recent {
+        groups.retain(|g| {
+            !(g[0] == "--mask"
+                && matches!(
+                    g.get(1).map(String::as_str),
+                    Some("255.255.255.255" | "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff")
+                ))
+        });
     }
     // recent matches on the source address unless told otherwise; iptables-save says so.
     if uses_recent && !has(groups, "--rsource") && !has(groups, "--rdest") {
@@ -232,6 +250,19 @@ mod tests {
         same(
             "-A T2 -p tcp -j REJECT",
             "-A T2 -p tcp -j REJECT --reject-with icmp-port-unreachable",
+        );
+        // ip6tables-save's forms of the same defaults.
+        same(
+            "-A T3 -d fd00::a -p tcp --dport 80 -j REJECT",
+            "-A T3 -d fd00::a/128 -p tcp -m tcp --dport 80 -j REJECT --reject-with icmp6-port-unreachable",
+        );
+        same(
+            "-A T1 -m recent --name KUBE-SEP-X --set --rsource -j RETURN",
+            "-A T1 -m recent --set --name KUBE-SEP-X --mask ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff --rsource -j RETURN",
+        );
+        assert_ne!(
+            rule_key("-A T2 -p tcp -j REJECT"),
+            rule_key("-A T2 -p tcp -j REJECT --reject-with icmp-host-prohibited")
         );
         assert_ne!(
             rule_key("-A T ! -s 10.0.0.0/8 -j X"),

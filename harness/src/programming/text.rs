@@ -20,7 +20,8 @@
 //! create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536
 //! add KUBE-CLUSTER-IP 10.96.0.1,tcp:443
 //! COMMIT
-//! # *raw, *mangle, *nat, *filter: iptables-restore syntax.
+//! # *raw, *mangle, *nat, *filter: iptables-restore syntax; *ip6:raw … *ip6:filter the same
+//! # for ip6tables (what the IPv6 proxier of a dual-stack node writes).
 //! *nat
 //! :KUBE-SERVICES - [0:0]
 //! -A PREROUTING -j KUBE-SERVICES
@@ -95,6 +96,8 @@ pub struct ParsedText {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Section {
     Table(Table),
+    /// An ip6tables table: `*ip6:nat`.
+    Ip6Table(Table),
     Ipset,
     Ipvs,
     Addresses,
@@ -104,7 +107,7 @@ pub enum Section {
 }
 
 impl Section {
-    pub const ALL: [Section; 10] = [
+    pub const ALL: [Section; 14] = [
         Section::Sysctl,
         Section::Addresses,
         Section::Ipset,
@@ -112,6 +115,10 @@ impl Section {
         Section::Table(Table::Mangle),
         Section::Table(Table::Nat),
         Section::Table(Table::Filter),
+        Section::Ip6Table(Table::Raw),
+        Section::Ip6Table(Table::Mangle),
+        Section::Ip6Table(Table::Nat),
+        Section::Ip6Table(Table::Filter),
         Section::Nft,
         Section::Ipvs,
         Section::Conntrack,
@@ -120,6 +127,12 @@ impl Section {
     pub fn name(self) -> &'static str {
         match self {
             Section::Table(t) => t.name(),
+            Section::Ip6Table(t) => match t {
+                Table::Raw => "ip6:raw",
+                Table::Mangle => "ip6:mangle",
+                Table::Nat => "ip6:nat",
+                Table::Filter => "ip6:filter",
+            },
             Section::Ipset => "ipset",
             Section::Ipvs => "ipvs",
             Section::Addresses => "addresses",
@@ -257,6 +270,12 @@ fn parse_body(
         Section::Table(table) => {
             let rules = parse_table_body(table, body, origin, &mut out.sources)?;
             out.programming.iptables.insert(table, rules);
+        }
+        // The source map traces IPv4 tables' items only: an ip6tables error names its line by
+        // its text.
+        Section::Ip6Table(table) => {
+            let rules = parse_table_body(table, body, origin, &mut SourceMap::default())?;
+            out.programming.ip6tables.insert(table, rules);
         }
         Section::Ipset => {
             out.programming.ipsets = parse_ipset_body(body, origin, &mut out.sources)?
@@ -879,6 +898,10 @@ pub fn render_text(p: &Programming) -> String {
     }
     for (table, rules) in &p.iptables {
         out.push_str(&render_table(*table, rules));
+    }
+    for (table, rules) in &p.ip6tables {
+        let section = render_table(*table, rules);
+        out.push_str(&format!("*ip6:{}", section.trim_start_matches('*')));
     }
     if !p.ipvs.is_empty() || p.ipvs_timeouts.is_some() || p.ipvs_delete_others.is_some() {
         out.push_str("*ipvs\n");

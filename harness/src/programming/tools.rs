@@ -35,6 +35,44 @@ impl IptablesBackend {
     }
 }
 
+/// Which of the two xtables families a table set belongs to: `iptables` (IPv4) or
+/// `ip6tables` (IPv6), each with its own tools and its own tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Xtables {
+    Ip,
+    Ip6,
+}
+
+impl Xtables {
+    pub const ALL: [Xtables; 2] = [Xtables::Ip, Xtables::Ip6];
+
+    /// `iptables-restore`, `ip6tables-legacy-restore`, …
+    pub fn restore(self, backend: IptablesBackend) -> &'static str {
+        match (self, backend) {
+            (Xtables::Ip, b) => b.restore(),
+            (Xtables::Ip6, IptablesBackend::Nft) => "ip6tables-restore",
+            (Xtables::Ip6, IptablesBackend::Legacy) => "ip6tables-legacy-restore",
+        }
+    }
+
+    /// `iptables-save`, `ip6tables-legacy-save`, …
+    pub fn save(self, backend: IptablesBackend) -> &'static str {
+        match (self, backend) {
+            (Xtables::Ip, b) => b.save(),
+            (Xtables::Ip6, IptablesBackend::Nft) => "ip6tables-save",
+            (Xtables::Ip6, IptablesBackend::Legacy) => "ip6tables-legacy-save",
+        }
+    }
+
+    /// The nf_tables family iptables-nft keeps this family's tables in.
+    pub fn nft_family(self) -> &'static str {
+        match self {
+            Xtables::Ip => "ip",
+            Xtables::Ip6 => "ip6",
+        }
+    }
+}
+
 /// A tool that could not be started or exited non-zero.
 pub use crate::netns::CommandError as ToolError;
 
@@ -63,9 +101,14 @@ pub fn blamed_line(stderr: &str) -> Option<usize> {
     number_after("Error occurred at line:")
         .or_else(|| number_after("Error in line"))
         .or_else(|| {
-            // `iptables-restore: line 12 failed`
+            // `iptables-restore: line 12 failed`, or nf_tables' `line 4: RULE_APPEND failed`
             let i = stderr.find(" failed")?;
-            stderr[..i].rsplit("line ").next()?.trim().parse().ok()
+            let after_line = stderr[..i].rsplit("line ").next()?;
+            after_line
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
         })
 }
 
@@ -107,6 +150,12 @@ mod tests {
             Some(4)
         );
         assert_eq!(blamed_line("iptables-restore: line 12 failed"), Some(12));
+        assert_eq!(
+            blamed_line(
+                "ip6tables-restore v1.8.9 (nf_tables): \nline 4: RULE_APPEND failed (Invalid argument): rule in chain X"
+            ),
+            Some(4)
+        );
         assert_eq!(
             blamed_line("ipset v7.17: Error in line 2: Syntax error: x"),
             Some(2)

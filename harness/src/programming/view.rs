@@ -11,6 +11,8 @@ pub enum View {
     Text,
     /// The iptables tables as `iptables-restore` input (what `iptables-save` would print).
     IptablesSave,
+    /// The ip6tables tables as `ip6tables-restore` input (a dual-stack node's IPv6 proxier).
+    Ip6tablesSave,
     /// The IPVS services as `ipvsadm -Sn` lines (timeouts as `ipvsadm --set`).
     Ipvsadm,
     /// The ipsets as `ipset save` lines.
@@ -25,6 +27,11 @@ pub fn render(p: &Programming, view: View) -> String {
         View::Text => render_text(p),
         View::IptablesSave => p
             .iptables
+            .iter()
+            .map(|(table, rules)| render_table(*table, rules))
+            .collect(),
+        View::Ip6tablesSave => p
+            .ip6tables
             .iter()
             .map(|(table, rules)| render_table(*table, rules))
             .collect(),

@@ -27,9 +27,10 @@ impl PolicyUse {
     }
 }
 
-/// `BaseEndpointInfo.String()`: `ip:port`, the key endpoints are deduplicated and sorted by.
+/// `BaseEndpointInfo.String()`: `net.JoinHostPort(ip, port)` (`[ip]:port` for IPv6), the key
+/// endpoints are deduplicated and sorted by.
 pub(crate) fn endpoint_key(ep: &EndpointInfo) -> String {
-    format!("{}:{}", ep.ip, ep.port)
+    std::net::SocketAddr::new(ep.ip, ep.port).to_string()
 }
 
 /// The endpoints of a service port as kube-proxy's `EndpointsMap` lists them: deduplicated by

@@ -36,6 +36,7 @@ pub fn resync_node<P: Proxier + ?Sized>(
     if let Some((cluster6, node6)) = ipv6_of(cluster, node)? {
         let resync6 = Resync {
             previous: resync.previous.and_then(|p| p.ipv6.as_deref()),
+            existing_chains: resync.existing_ip6_chains,
             ..*resync
         };
         let v6 = proxier
@@ -61,15 +62,19 @@ fn ipv6_of<'a>(
     }
 }
 
-/// Adds what the IPv6 proxier programs to the IPv4 proxier's programming. What both write to
-/// one place (a sysctl, an ipset name, the restore mode) must agree; the IPv6 proxier's
-/// iptables rules would need `ip6tables-restore`, which the applier does not write yet.
+/// Adds what the IPv6 proxier programs to the IPv4 proxier's programming: its `iptables` are
+/// the node's `ip6tables`. What both write to one place (a sysctl, an ipset name, the restore
+/// mode) must agree.
 fn add_family(into: &mut Programming, v6: Programming) -> Result<()> {
+    if !v6.ip6tables.is_empty() {
+        bail!("the IPv6 proxier's programming holds ip6tables of its own");
+    }
     if !v6.iptables.is_empty() {
-        bail!(
-            "it writes iptables rules for IPv6, and the suite does not apply ip6tables yet \
-             (issue #15)"
-        );
+        if !into.iptables.is_empty() && into.restore_mode != v6.restore_mode {
+            bail!("the two families' proxiers restore iptables in different modes");
+        }
+        into.restore_mode = v6.restore_mode;
+        into.ip6tables = v6.iptables;
     }
     if v6.ipvs_delete_others.is_some() || v6.ipvs_timeouts.is_some() || !v6.ipvs.is_empty() {
         bail!("it programs IPVS for IPv6, which the suite does not apply yet (issue #15)");
@@ -102,11 +107,7 @@ fn add_family(into: &mut Programming, v6: Programming) -> Result<()> {
         into.nft = NftScript::new(lines).map_err(|problems| {
             anyhow::anyhow!(
                 "the two families' nft scripts do not join: {}",
-                problems
-                    .iter()
-                    .map(|p| p.message.as_str())
-                    .collect::<Vec<_>>()
-                    .join("; ")
+                crate::programming::nft::describe(&problems)
             )
         })?;
     }

@@ -31,6 +31,9 @@ pub struct Resync<'a> {
     /// The chains each iptables table of the node holds now: what kube-proxy reads with
     /// `iptables-save` to find stale chains.
     pub existing_chains: &'a BTreeMap<Table, BTreeSet<String>>,
+    /// The same of ip6tables: what the IPv6 proxier of a dual-stack node reads as its
+    /// `existing_chains` ([`families::resync_node`] hands it over).
+    pub existing_ip6_chains: &'a BTreeMap<Table, BTreeSet<String>>,
     /// The node's nftables tables (other than iptables-nft's), as read back: what nftables mode
     /// lists (`nftables.List`) to find stale chains and affinity sets.
     pub nft: &'a BTreeMap<crate::programming::nft::NftTable, Vec<String>>,
@@ -92,8 +95,9 @@ impl<P: Proxier + ?Sized> Proxier for Box<P> {
 pub(crate) fn ipv4_only(proxier: &str, cluster: &ClusterState) -> anyhow::Result<()> {
     if cluster.ip_family != crate::scenario::IpFamily::Ipv4 {
         anyhow::bail!(
-            "{proxier} programs IPv4 only: its IPv6 proxier (ip6tables, IPVS for IPv6) is not \
-             built yet (issue #15); kube-proxy-nftables serves both families"
+            "{proxier} programs IPv4 only: its IPv6 proxier (IPVS services, ipsets and kube-ipvs0 \
+             addresses for IPv6) is not built yet (issue #15); kube-proxy-iptables and \
+             kube-proxy-nftables serve both families"
         );
     }
     Ok(())

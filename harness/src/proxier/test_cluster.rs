@@ -40,6 +40,29 @@ pub(crate) fn cluster(service_ports: Vec<ServicePortInfo>) -> ClusterState {
     }
 }
 
+/// The IPv6 half of proxier_test.go's dual-stack fixtures: its node (`testNodeIPv6`,
+/// 2001:db8::1) with a pod CIDR, the IPv6 local-detector CIDR (fd00:10::/64) and service CIDR
+/// (fd00:10:96::/112), for the IPv6 proxier.
+pub(crate) fn node6() -> NodeContext {
+    NodeContext {
+        name: NODE.into(),
+        node_ip: ip("2001:db8::1"),
+        pod_cidr: cidr("fd00:10::/64"),
+        local_addresses: vec![ip("2001:db8::1"), ip("fd00:10::1")],
+        ipv6: None,
+    }
+}
+
+/// An IPv6 state with the given service ports.
+pub(crate) fn cluster6(service_ports: Vec<ServicePortInfo>) -> ClusterState {
+    ClusterState {
+        ip_family: IpFamily::Ipv6,
+        cluster_cidr: cidr("fd00:10::/64"),
+        service_cidr: cidr("fd00:10:96::/112"),
+        ..cluster(service_ports)
+    }
+}
+
 /// A TCP ClusterIP service port `ns/name:p80` on port 80.
 pub(crate) fn svc(ns: &str, name: &str, cluster_ip: &str) -> ServicePortInfo {
     ServicePortInfo {

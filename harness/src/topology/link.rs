@@ -1,6 +1,7 @@
 //! rtnetlink operations on one namespace: links, addresses, routes, neighbours, FDB entries.
 
 use crate::netns::Netns;
+use crate::scenario::IpFamily;
 use anyhow::{anyhow, Context, Result};
 use futures::TryStreamExt;
 use netlink_packet_route::address::AddressHeaderFlags;
@@ -220,37 +221,27 @@ impl NetlinkNs {
             .with_context(|| self.ctx(&format!("adding default route via {gateway}")))
     }
 
-    /// `ip route add default dev DEV`: a node's uplink. Real nodes have a default route, and a
-    /// node process connecting to a ClusterIP needs one in iptables mode: routing must succeed
-    /// before nat OUTPUT rewrites the destination. The underlay only leads to the suite's own
-    /// fabric namespace, so nothing can leave through it.
-    pub async fn add_default_dev_route(&self, dev: &str) -> Result<()> {
+    /// `ip [-6] route add default dev DEV`: a node's uplink, per family. Real nodes have a
+    /// default route, and a node process connecting to a ClusterIP needs one in iptables mode:
+    /// routing must succeed before nat OUTPUT rewrites the destination. The underlay only leads
+    /// to the suite's own fabric namespace, so nothing can leave through it.
+    pub async fn add_default_dev_route(&self, dev: &str, family: IpFamily) -> Result<()> {
         let index = self.index_of(dev).await?;
-        let msg = RouteMessageBuilder::<Ipv4Addr>::new()
-            .output_interface(index)
-            .scope(netlink_packet_route::route::RouteScope::Link)
-            .build();
+        let msg = match family {
+            IpFamily::Ipv4 => RouteMessageBuilder::<Ipv4Addr>::new()
+                .output_interface(index)
+                .scope(netlink_packet_route::route::RouteScope::Link)
+                .build(),
+            IpFamily::Ipv6 => RouteMessageBuilder::<std::net::Ipv6Addr>::new()
+                .output_interface(index)
+                .build(),
+        };
         self.handle
             .route()
             .add(msg)
             .execute()
             .await
-            .with_context(|| self.ctx(&format!("adding default route dev {dev}")))
-    }
-
-    /// `ip -6 route add default dev DEV`: the IPv6 uplink of a dual-stack node, for the same
-    /// reason as IPv4's (a ClusterIP must route before it is translated).
-    pub async fn add_default_dev_route_v6(&self, dev: &str) -> Result<()> {
-        let index = self.index_of(dev).await?;
-        let msg = RouteMessageBuilder::<std::net::Ipv6Addr>::new()
-            .output_interface(index)
-            .build();
-        self.handle
-            .route()
-            .add(msg)
-            .execute()
-            .await
-            .with_context(|| self.ctx(&format!("adding IPv6 default route dev {dev}")))
+            .with_context(|| self.ctx(&format!("adding {family} default route dev {dev}")))
     }
 
     /// `ip route add DST/LEN via GW dev DEV onlink` — flannel's route to a remote pod CIDR.

@@ -496,9 +496,11 @@ async fn build_node(
         }
     }
     nl.set_up(UNDERLAY_IF).await?;
-    nl.add_default_dev_route(UNDERLAY_IF).await?;
+    nl.add_default_dev_route(UNDERLAY_IF, IpFamily::Ipv4)
+        .await?;
     if node.ipv6.is_some() {
-        nl.add_default_dev_route_v6(UNDERLAY_IF).await?;
+        nl.add_default_dev_route(UNDERLAY_IF, IpFamily::Ipv6)
+            .await?;
     }
 
     nl.add_bridge(

@@ -19,6 +19,16 @@
 //! `nodePortAddresses` empty (only nftables defaults to `primary`, `platformApplyDefaults` in
 //! `cmd/kube-proxy/app/server_linux.go`) is from /work/shared/reference/kube-proxy-ipvs.md.
 //!
+//! # Per family
+//!
+//! One proxier per IP family, as `NewDualStackProxier` runs them: the IPv6 one writes the same
+//! rules with IPv6 addresses, into ip6tables (`Programming::ip6tables`, joined by
+//! `proxier::families`). Localhost NodePorts never exist on IPv6: `NewProxier` turns them off
+//! where `--nodeport-addresses` holds no IPv4 loopback (`ContainsIPv4Loopback`, false for
+//! IPv6), so no `route_localnet` and no localnet firewall rule, and the NodePort jump carries
+//! `! -d ::1/128` ("For IPv6 they never work", `syncProxyRules`); a loopback node IP is
+//! skipped ("localhost NodePorts are not supported on IPv6").
+//!
 //! # What is programmed
 //!
 //! The `iptables-restore --noflush` input `syncProxyRules` writes (filter and nat, every
@@ -98,7 +108,6 @@ impl Proxier for KubeProxyIptables {
     }
 
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
-        super::ipv4_only(self.name(), cluster)?;
         let mut p = program_with(cluster, node, &Config::new(cluster, node), None);
         p.conntrack_cleanup = conntrack_cleanup::after_sync(None, cluster);
         Ok(p)
@@ -115,7 +124,6 @@ impl Proxier for KubeProxyIptables {
         cluster: &ClusterState,
         node: &NodeContext,
     ) -> anyhow::Result<Programming> {
-        super::ipv4_only(self.name(), cluster)?;
         let stale = StaleChains {
             existing: resync
                 .existing_chains
@@ -142,6 +150,8 @@ impl Proxier for KubeProxyIptables {
 /// The kube-proxy settings that shape the output: scenario options plus kube-proxy defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Config {
+    /// The proxier serves IPv6 (its rules go to ip6tables).
+    ipv6: bool,
     masquerade_all: bool,
     /// detect-local-mode ClusterCIDR; `None` is kube-proxy's no-op detector.
     local_cidr: Option<IpCidr>,
@@ -177,6 +187,7 @@ impl Config {
             )
         };
         Self {
+            ipv6: cluster.ip_family == crate::scenario::IpFamily::Ipv6,
             masquerade_all: options.masquerade_all,
             local_cidr: options.cluster_cidr.then_some(cluster.cluster_cidr),
             localhost_node_ports,
@@ -381,14 +392,17 @@ enum NodePortDestinations {
 }
 
 /// "Finally, tail-call to the nodePorts chain." With nodePortAddresses matching all addresses
-/// loopback is excluded only when localhost NodePorts are off; otherwise each selected node IP
-/// gets its own rule.
+/// loopback is excluded on IPv6 ("For IPv6 they never work") and on IPv4 when localhost
+/// NodePorts are off; otherwise each selected node IP gets its own rule (a loopback one only on
+/// IPv4 with localhost NodePorts on: `Config::new` leaves it out otherwise).
 fn write_nodeports_jump(b: &mut Buffers, cfg: &Config) {
     const COMMENT: &str =
         "\"kubernetes service nodeports; NOTE: this must be the last rule in this chain\"";
     match &cfg.node_port_destinations {
         NodePortDestinations::Local => {
-            let not_loopback = if cfg.localhost_node_ports {
+            let not_loopback = if cfg.ipv6 {
+                " ! -d ::1/128"
+            } else if cfg.localhost_node_ports {
                 ""
             } else {
                 " ! -d 127.0.0.0/8"

@@ -12,7 +12,7 @@ use std::net::Ipv4Addr;
 // ---- builders ----------------------------------------------------------------------------
 
 use crate::proxier::test_cluster::{
-    cidr, cluster, ep, ip, local_ep, node, overall_cluster, svc, With,
+    cidr, cluster, cluster6, ep, ip, local_ep, node, node6, overall_cluster, svc, With,
 };
 
 fn program(c: &ClusterState) -> Programming {
@@ -1049,6 +1049,7 @@ fn a_partial_sync_writes_only_changed_services_and_deletes_stale_chains() {
                     step: "s",
                     previous,
                     existing_chains: &existing,
+                    existing_ip6_chains: &Default::default(),
                     nft: &Default::default(),
                     ipvs: &[],
                 },
@@ -1085,5 +1086,50 @@ fn a_partial_sync_writes_only_changed_services_and_deletes_stale_chains() {
             .deleted_chains()
             .collect::<Vec<_>>(),
         [sep("10.180.0.3").as_str()]
+    );
+}
+
+/// The IPv6 proxier (`NewProxier(v1.IPv6Protocol, …)`): the same rules with IPv6 addresses,
+/// endpoints as `[ip]:port` (`BaseEndpointInfo.String()`, `net.JoinHostPort`), and never
+/// localhost NodePorts: `ContainsIPv4Loopback` is false for IPv6, so no `route_localnet` and
+/// no localnet firewall rule, and the NodePort jump excludes `::1/128` ("For IPv6 they never
+/// work", syncProxyRules).
+#[test]
+fn the_ipv6_proxier_writes_ipv6_rules_without_localhost_node_ports() {
+    let c = cluster6(vec![svc("ns1", "svc1", "fd00:10:96::29").with(|s| {
+        s.type_ = ServiceType::NodePort;
+        s.node_port = Some(3001);
+        s.endpoints = vec![ep("fd00:10:180::1")];
+    })]);
+    let p = KubeProxyIptables.program(&c, &node6()).unwrap();
+    assert!(p.sysctls.is_empty(), "{:?}", p.sysctls);
+    let nat = rules(&p, Table::Nat);
+    assert!(
+        nat.contains(&format!(
+            "-A {KUBE_SERVICES} -m comment --comment \"kubernetes service nodeports; NOTE: this \
+             must be the last rule in this chain\" -m addrtype --dst-type LOCAL ! -d ::1/128 -j \
+             {KUBE_NODEPORTS}"
+        )),
+        "{nat:#?}"
+    );
+    let sep = endpoint_chain("ns1/svc1:p80", "tcp", "[fd00:10:180::1]:80");
+    assert!(
+        nat.contains(&format!(
+            "-A {sep} -m comment --comment ns1/svc1:p80 -m tcp -p tcp -j DNAT --to-destination \
+             [fd00:10:180::1]:80"
+        )),
+        "{nat:#?}"
+    );
+    assert!(
+        nat.iter()
+            .any(|r| r.contains("-d fd00:10:96::29 --dport 80 ! -s fd00:10::/64 -j KUBE-MARK-MASQ")),
+        "the local detector is the IPv6 cluster CIDR: {nat:#?}"
+    );
+    assert!(
+        !rules(&p, Table::Filter)
+            .iter()
+            .any(|r| r.contains("localnet") || r.contains("127.0.0.0/8")),
+        "{:#?}",
+        rules(&p, Table::Filter)
     );
 }

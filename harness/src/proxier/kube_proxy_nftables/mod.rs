@@ -397,11 +397,7 @@ fn sync(
     let nft = NftScript::new(tx.lines).map_err(|problems| {
         anyhow::anyhow!(
             "kube-proxy-nftables wrote a script the suite refuses: {}",
-            problems
-                .iter()
-                .map(|p| p.message.as_str())
-                .collect::<Vec<_>>()
-                .join("; ")
+            crate::programming::nft::describe(&problems)
         )
     })?;
     Ok(Programming {
