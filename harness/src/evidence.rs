@@ -156,6 +156,12 @@ impl<'a> Collector<'a> {
                         shown
                     }
                 };
+                // The IPv6 proxier's rules, without counters (those are read from
+                // `iptables-save -c` only).
+                let shown6 = excerpt::iptables_excerpt(&eff.ip6tables, &eff.ipsets, targets);
+                if !shown6.is_empty() {
+                    ev.iptables.push_str(&format!("# ip6tables\n{shown6}"));
+                }
                 ev.ipsets = excerpt::ipset_excerpt(&eff.ipsets, targets);
                 ev.nft = excerpt::nft_excerpt(&eff.nft, targets);
                 ev.kube_ipvs0 = eff

@@ -257,6 +257,43 @@ fn replay_of_a_kube_proxy_iptables_node_reproduces_it() {
     );
 }
 
+/// A dual-stack iptables-mode node: its capture holds `ip6tables-save` beside `iptables-save`,
+/// and the replay puts both back (the IPv6 proxier's rules in ip6tables only).
+#[test]
+fn replay_of_a_dual_stack_iptables_node_reproduces_both_families() {
+    let s = kpct::scenario::load(Path::new(
+        "../scenarios/dual-stack/dual-stack-clusterip.yaml",
+    ))
+    .unwrap();
+    let cluster = kpct::scenario::cluster_state(&s);
+    let node = kpct::scenario::node_context(&s, "node-a").unwrap();
+    let p = kpct::proxier::families::program_node(&KubeProxyIptables, &cluster, &node)
+        .expect("program");
+    assert!(!p.ip6tables.is_empty(), "the IPv6 proxier writes ip6tables");
+    let live = netns("live-dual");
+    applier()
+        .apply(&live, "node-a", &p, None)
+        .expect("apply reference programming");
+    let live_state = read(&live, &ReadOptions::for_programming(&p));
+    assert_eq!(live_state.diff_against(&p), vec![]);
+    assert!(!live_state.ip6tables.is_empty());
+
+    let dir = scratch_dir("replay-dual");
+    replay::capture(&live, "node-a", &dir, Default::default()).expect("capture");
+    let saved = std::fs::read_to_string(dir.join("node-a").join(replay::IP6TABLES_FILE)).unwrap();
+    assert!(saved.contains("fd00:10:96::a/128"), "{saved}");
+    let fresh = netns("fresh-dual");
+    let (_, replayed) = Replay::new(&dir)
+        .sync_node(&fresh, "node-a", &applier())
+        .expect("replay");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        (&replayed.iptables, &replayed.ip6tables),
+        (&live_state.iptables, &live_state.ip6tables),
+        "replayed:\n{replayed}\nlive:\n{live_state}"
+    );
+}
+
 /// An nftables-mode node captured (`nft list ruleset`, beside iptables-nft's own tables) and
 /// replayed into a fresh namespace holds the same tables; replayed over a node holding other
 /// nftables tables, it replaces them.
@@ -591,7 +628,7 @@ fn replay_refuses_a_missing_directory_and_an_empty_node() {
         err.unwrap_or_default(),
         format!(
             "no capture for node node-a: {}/node-a holds none of the capture files \
-             (iptables-save, ipset-save, ipvsadm-Sn, kube-ipvs0, sysctl, nft-ruleset)",
+             (iptables-save, ip6tables-save, ipset-save, ipvsadm-Sn, kube-ipvs0, sysctl, nft-ruleset)",
             dir.display()
         )
     );

@@ -47,15 +47,26 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
     ("harness/src/evidence.rs", "opts.backend.save()", &[]),
     (
         "harness/src/programming/rollback.rs",
-        "backend.restore()",
+        "family.restore(backend)",
         &[],
     ),
     (
-        "harness/src/programming/apply.rs",
-        "self.options.backend.restore()",
+        "harness/src/programming/rollback.rs",
+        "Xtables::Ip6.save(backend)",
+        &[],
+    ),
+    ("harness/src/programming/apply.rs", "restore", &[]),
+    (
+        "harness/src/programming/effective.rs",
+        "Xtables::Ip6.save(backend)",
         &[],
     ),
     ("harness/src/proxier/replay.rs", "backend.save()", &[]),
+    (
+        "harness/src/proxier/replay.rs",
+        "Xtables::Ip6.save(backend)",
+        &[],
+    ),
     (
         "harness/src/bench/scale.rs",
         "tool",
@@ -161,7 +172,8 @@ fn rust_uses(path: &Path, text: &str) -> Vec<Use> {
         r#"(?x)
         (?: Command::new | \.exec_with_stdin | \.output_of | \.command | \.exec )
         \(\s* (?P<a> &?[a-z_][a-z0-9_.]*(?:\(\))? | env!\("[A-Za-z_]+"\) ) \s* [,)]
-      | (?: tools::run | probe_cmd | \btool ) \(\s* [^,]+ , \s* (?P<b> &?[a-z_][a-z0-9_.]*(?:\(\))? ) \s* ,"#,
+      | (?: tools::run | probe_cmd | \btool ) \(\s* [^,]+ , \s*
+        (?P<b> &?[A-Za-z_][A-Za-z0-9_.:]*(?:\([a-z_.]*\))? ) \s* ,"#,
     )
     .expect("regex");
     let mut out = Vec::new();
@@ -435,7 +447,7 @@ fn every_program_the_suite_runs_is_installed_by_install_deps() {
     }
     // The backend calls resolve to the literals IptablesBackend returns.
     let backend = std::fs::read_to_string(repo().join(BACKEND_TOOLS)).expect("tools.rs");
-    for tool in Regex::new(r#"=> "(iptables[a-z-]*)""#)
+    for tool in Regex::new(r#"=> "(ip6?tables[a-z-]*)""#)
         .expect("regex")
         .captures_iter(&backend)
     {

@@ -150,7 +150,7 @@ impl Rule<'_> {
             return false;
         }
         let addr = match (self.opt("-d"), t.addr) {
-            (Some(d), Some(a)) => Some(d == format!("{a}/32")),
+            (Some(d), Some(a)) => Some(d == crate::scenario::IpCidr::host(a).to_string()),
             _ => None,
         };
         let port = self.opt("--dport").map(|p| p == t.port.to_string());

@@ -436,13 +436,8 @@ impl Applier {
         if p.restore_mode == RestoreMode::NoFlush {
             args.push("--noflush");
         }
-        tools::run(
-            ns,
-            family.restore(self.options.backend),
-            &args,
-            Some(&input),
-        )
-        .map_err(|e| {
+        let restore = family.restore(self.options.backend);
+        tools::run(ns, restore, &args, Some(&input)).map_err(|e| {
             let input_lines: Vec<&str> = input.lines().collect();
             let Some(mut n) = blamed_line(&e.stderr).filter(|n| (1..=lines.len()).contains(n))
             else {

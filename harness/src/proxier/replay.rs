@@ -5,6 +5,7 @@
 //! | file | content | applied as |
 //! |---|---|---|
 //! | `iptables-save` | `iptables-save` output (counters and `#` comments allowed) | full `iptables-restore` of each table present |
+//! | `ip6tables-save` | `ip6tables-save` output, the same way (a dual-stack node) | full `ip6tables-restore` of each table present |
 //! | `ipset-save` | `ipset save` output | sets created and filled |
 //! | `ipvsadm-Sn` | `ipvsadm -Sn` output, plus optionally a `--set TCP TCPFIN UDP` line | virtual and real servers (and connection timeouts) |
 //! | `kube-ipvs0` | `ip -o addr show kube-ipvs0` output | the `inet` addresses (/32) bound to kube-ipvs0 |
@@ -25,13 +26,14 @@ use crate::programming::source::SourceMap;
 use crate::programming::text::{
     parse_host_address, parse_sections, parse_sysctl_body, Section, TextError,
 };
-use crate::programming::tools::{self, IptablesBackend, ToolError};
+use crate::programming::tools::{self, IptablesBackend, ToolError, Xtables};
 use crate::programming::{
     AppliedReport, Applier, ApplyError, Item, Origin, Programming, RestoreMode, Table,
 };
 use std::path::{Path, PathBuf};
 
 pub const IPTABLES_FILE: &str = "iptables-save";
+pub const IP6TABLES_FILE: &str = "ip6tables-save";
 pub const IPSET_FILE: &str = "ipset-save";
 pub const IPVS_FILE: &str = "ipvsadm-Sn";
 pub const ADDRESSES_FILE: &str = "kube-ipvs0";
@@ -39,8 +41,9 @@ pub const SYSCTL_FILE: &str = "sysctl";
 pub const NFT_FILE: &str = "nft-ruleset";
 
 /// Every file a node's capture may hold.
-pub const CAPTURE_FILES: [&str; 6] = [
+pub const CAPTURE_FILES: [&str; 7] = [
     IPTABLES_FILE,
+    IP6TABLES_FILE,
     IPSET_FILE,
     IPVS_FILE,
     ADDRESSES_FILE,
@@ -200,6 +203,14 @@ impl Replay {
             let parsed = parse_sections(&text, &origin, &tables)?;
             p.iptables = parsed.programming.iptables;
             loaded.sources.extend(parsed.sources);
+        }
+        // Problems in it name its file and line; its items are not traced (the source map
+        // traces the IPv4 tables' items).
+        if let Some((text, origin)) = read_optional(&dir.join(IP6TABLES_FILE))? {
+            let tables = Table::ALL.map(Section::Table);
+            p.ip6tables = parse_sections(&text, &origin, &tables)?
+                .programming
+                .iptables;
         }
         // A capture is the whole truth of each table it lists, as `iptables-restore` of a save.
         p.restore_mode = RestoreMode::Flush;
@@ -514,6 +525,11 @@ pub fn capture(
         })
     };
     write(IPTABLES_FILE, &tool(IPTABLES_FILE, backend.save(), &[])?)?;
+    // Only a node with IPv6 tables (a dual-stack one) has an ip6tables capture.
+    let ip6tables = tool(IP6TABLES_FILE, Xtables::Ip6.save(backend), &[])?;
+    if ip6tables.lines().any(|l| l.starts_with('*')) {
+        write(IP6TABLES_FILE, &ip6tables)?;
+    }
     write(IPSET_FILE, &tool(IPSET_FILE, "ipset", &["save"])?)?;
     if ns
         .run(|| Path::new("/proc/net/ip_vs").exists())
