@@ -640,45 +640,48 @@ async fn dual_stack_violations(proxier: &dyn Proxier) -> Vec<String> {
         .violations
 }
 
+/// The violations of the dual-stack scenario against `proxier` broken by `mutate`, once the
+/// intact `proxier` is seen to conform.
+async fn dual_stack_mutated(
+    proxier: &'static str,
+    mutate: fn(&mut kpct::programming::Programming) -> anyhow::Result<()>,
+) -> Vec<String> {
+    let intact = builtin(proxier).unwrap();
+    assert_eq!(
+        dual_stack_violations(intact.as_ref()).await,
+        Vec::<String>::new(),
+        "the intact programming of {proxier} conforms"
+    );
+    let broken = Mutated {
+        name: proxier,
+        inner: proxier,
+        mutate,
+    };
+    dual_stack_violations(&broken).await
+}
+
+/// Whether `found` holds a violation of `probe` saying `what`.
+fn says(found: &[String], probe: &str, what: &str) -> bool {
+    found
+        .iter()
+        .any(|v| v.contains(&format!("probe `{probe}`")) && v.contains(what))
+}
+
 /// A proxier that ignores IPv6 fails the IPv6 probes of a dual-stack Service, and only those;
 /// one without the IPv6 masquerade fails the external IPv6 probe's source.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_ipv6_or_its_masquerade_is_caught_and_ipv4_still_judged() {
-    let intact = builtin("kube-proxy-nftables").unwrap();
-    assert_eq!(
-        dual_stack_violations(intact.as_ref()).await,
-        Vec::<String>::new(),
-        "the intact programming conforms"
-    );
-    let broken = Mutated {
-        name: "kube-proxy-nftables",
-        inner: "kube-proxy-nftables",
-        mutate: ignore_ipv6,
-    };
-    let found = dual_stack_violations(&broken).await;
+    let found = dual_stack_mutated("kube-proxy-nftables", ignore_ipv6).await;
     for probe in ["ipv6", "external-ipv6"] {
-        assert!(
-            found
-                .iter()
-                .any(|v| v.contains(&format!("probe `{probe}`")) && v.contains("to be reached")),
-            "{probe}: {found:#?}"
-        );
+        assert!(says(&found, probe, "to be reached"), "{probe}: {found:#?}");
     }
     assert!(
         !found.iter().any(|v| v.contains("probe `ipv4`")),
         "the IPv4 half is intact: {found:#?}"
     );
-    let broken = Mutated {
-        name: "kube-proxy-nftables",
-        inner: "kube-proxy-nftables",
-        mutate: no_ipv6_masquerade,
-    };
-    let found = dual_stack_violations(&broken).await;
+    let found = dual_stack_mutated("kube-proxy-nftables", no_ipv6_masquerade).await;
     assert!(
-        found
-            .iter()
-            .any(|v| v.contains("probe `external-ipv6`")
-                && v.contains("expected source masqueraded")),
+        says(&found, "external-ipv6", "expected source masqueraded"),
         "{found:#?}"
     );
 }
@@ -688,23 +691,9 @@ async fn ignoring_ipv6_or_its_masquerade_is_caught_and_ipv4_still_judged() {
 /// external IPv6 probe keeps its source.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_ip6tables_masquerade_is_caught() {
-    let intact = builtin("kube-proxy-iptables").unwrap();
-    assert_eq!(
-        dual_stack_violations(intact.as_ref()).await,
-        Vec::<String>::new(),
-        "the intact programming conforms"
-    );
-    let broken = Mutated {
-        name: "kube-proxy-iptables",
-        inner: "kube-proxy-iptables",
-        mutate: drop_postrouting_masquerade,
-    };
-    let found = dual_stack_violations(&broken).await;
+    let found = dual_stack_mutated("kube-proxy-iptables", drop_postrouting_masquerade).await;
     assert!(
-        found
-            .iter()
-            .any(|v| v.contains("probe `external-ipv6`")
-                && v.contains("expected source masqueraded")),
+        says(&found, "external-ipv6", "expected source masqueraded"),
         "{found:#?}"
     );
 }

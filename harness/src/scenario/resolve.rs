@@ -846,4 +846,107 @@ mod tests {
         );
         assert!(node_context(&s, "node-z").is_none());
     }
+
+    const DUAL_STACK: &str = r#"
+topology:
+  underlay: 192.168.1.0/24,fd00:192:168:1::/64
+  clusterCIDR: 10.244.0.0/16,fd00:10:244::/56
+  serviceCIDR: 10.96.0.0/12,fd00:10:96::/112
+  nodes:
+    - { name: node-a, ips: [192.168.1.10, "fd00:192:168:1::10"], podCIDRs: [10.244.1.0/24, "fd00:10:244:1::/64"] }
+  pods:
+    - { name: web-1, node: node-a, ips: [10.244.1.10, "fd00:10:244:1::10"], labels: { app: web } }
+services:
+  - name: both
+    spec:
+      type: LoadBalancer
+      ipFamilyPolicy: RequireDualStack
+      clusterIPs: [10.96.0.10, "fd00:10:96::a"]
+      selector: { app: web }
+      externalIPs: [192.168.1.50, "fd00:192:168:1::50"]
+      loadBalancerSourceRanges: [10.0.0.0/8, "fd00::/8"]
+      ports: [{ port: 80, targetPort: 8080, nodePort: 30080 }]
+    status:
+      loadBalancer:
+        ingress: [{ ip: 192.168.1.200 }, { ip: "fd00:192:168:1::200" }, { ip: "fd00:192:168:1::201", ipMode: Proxy }]
+  - name: only6
+    spec:
+      ipFamilies: [IPv6]
+      clusterIP: "fd00:10:96::b"
+      ports: [{ name: http, port: 80 }]
+endpointSlices:
+  - service: only6
+    ports: [{ name: http, port: 8080 }]
+    endpoints: [{ addresses: [10.244.1.10] }]
+  - service: only6
+    addressType: IPv6
+    ports: [{ name: http, port: 9090 }]
+    endpoints: [{ addresses: ["fd00:10:244:1::10"] }]
+"#;
+
+    /// Each family's proxier sees the Services with a ClusterIP of its family, with their
+    /// addresses, source ranges and endpoints of that family only (newBaseServiceInfo,
+    /// serviceToServiceMap, EndpointSliceUpdate).
+    #[test]
+    fn each_family_sees_only_its_own_addresses() {
+        let s = crate::scenario::parse(DUAL_STACK, "dual.yaml").unwrap();
+        let v4 = cluster_state(&s);
+        let v6 = v4
+            .ipv6
+            .as_deref()
+            .expect("a dual-stack cluster has an IPv6 state");
+        assert_eq!(
+            (v4.ip_family, v6.ip_family),
+            (IpFamily::Ipv4, IpFamily::Ipv6)
+        );
+        assert!(v6.ipv6.is_none());
+        let names = |c: &ClusterState| -> Vec<String> {
+            c.service_ports.iter().map(|sp| sp.name.clone()).collect()
+        };
+        assert_eq!(
+            names(&v4),
+            ["both"],
+            "the IPv6-only Service is not the IPv4 proxier's"
+        );
+        assert_eq!(names(v6), ["both", "only6"]);
+        let (b4, b6) = (&v4.service_ports[0], &v6.service_ports[0]);
+        assert_eq!(b4.cluster_ip, Some(ip("10.96.0.10")));
+        assert_eq!(b6.cluster_ip, Some(ip("fd00:10:96::a")));
+        assert_eq!(b4.external_ips, [ip::<IpAddr>("192.168.1.50")]);
+        assert_eq!(b6.external_ips, [ip::<IpAddr>("fd00:192:168:1::50")]);
+        assert_eq!(b4.load_balancer_vips, [ip::<IpAddr>("192.168.1.200")]);
+        assert_eq!(
+            b6.load_balancer_vips,
+            [ip::<IpAddr>("fd00:192:168:1::200")],
+            "ipMode Proxy is left out in either family"
+        );
+        assert_eq!(b4.load_balancer_source_ranges, [ip::<IpCidr>("10.0.0.0/8")]);
+        assert_eq!(b6.load_balancer_source_ranges, [ip::<IpCidr>("fd00::/8")]);
+        assert_eq!(b4.endpoints[0].ip, ip::<IpAddr>("10.244.1.10"));
+        assert_eq!(b6.endpoints[0].ip, ip::<IpAddr>("fd00:10:244:1::10"));
+        let only6 = &v6.service_ports[1];
+        assert_eq!(
+            only6
+                .endpoints
+                .iter()
+                .map(|e| (e.ip, e.port))
+                .collect::<Vec<_>>(),
+            [(ip::<IpAddr>("fd00:10:244:1::10"), 9090)],
+            "only the slice of the IPv6 address type"
+        );
+        let node6 = node_context(&s, "node-a").unwrap().ipv6.unwrap();
+        assert_eq!(node6.node_ip, ip::<IpAddr>("fd00:192:168:1::10"));
+        assert_eq!(
+            node6.local_addresses,
+            ["fd00:10:244:1::", "fd00:10:244:1::1", "fd00:192:168:1::10"].map(ip::<IpAddr>)
+        );
+        let ipv4_only = crate::scenario::parse(
+            &DUAL_STACK
+                .replace(",fd00:192:168:1::/64", "")
+                .replace(",fd00:10:244::/56", "")
+                .replace(",fd00:10:96::/112", ""),
+            "v4.yaml",
+        );
+        assert!(ipv4_only.is_err(), "IPv6 values need their ranges");
+    }
 }
