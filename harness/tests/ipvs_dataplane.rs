@@ -58,8 +58,12 @@ async fn needs_ipvs_virtual_server_in_a_node_netns_translates_real_packets() {
         ],
     )
     .unwrap();
+    let listed = {
+        let _quiet = ipvs_genl::hold_service_changes();
+        ns.exec("ipvsadm", &["-Sn"]).unwrap()
+    };
     assert_eq!(
-        ns.exec("ipvsadm", &["-Sn"]).unwrap(),
+        listed,
         "-A -u 10.96.0.10:53 -s rr\n-a -u 10.96.0.10:53 -r 10.244.2.10:5353 -m -w 1\n"
     );
 

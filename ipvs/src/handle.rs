@@ -371,7 +371,6 @@ impl IpvsHandle {
     }
 }
 
-/// How many service dumps [`IpvsHandle::services`] takes at most to see two agree.
 /// Held while a handle changes the service tables (add, delete, flush) or dumps them: the
 /// tables are shared by every namespace, and a dump resumes at an index counted over all of
 /// them ([`IpvsHandle::services`]), so no change by this process may come between its parts.
@@ -381,6 +380,14 @@ fn service_tables() -> std::sync::MutexGuard<'static, ()> {
     TABLES
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Holds off every change this process's handles make to IPVS services, in any namespace,
+/// until the guard is dropped. Hold it while another program (`ipvsadm -Sn`, `-Ln`) lists
+/// services: the kernel would shift its dump as it shifts ours ([`IpvsHandle::services`]), and
+/// ipvsadm, unlike [`IpvsHandle::services`], takes the first dump as it comes.
+pub fn hold_service_changes() -> std::sync::MutexGuard<'static, ()> {
+    service_tables()
 }
 
 /// How many dumps [`IpvsHandle::services`] makes at most.

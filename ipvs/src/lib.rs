@@ -18,7 +18,7 @@ mod types;
 pub use apply::apply;
 pub use error::{Errno, Error, Operation, Result};
 pub use format::{format_list, format_save, parse_save, ParseError};
-pub use handle::{IpvsHandle, TableEntry};
+pub use handle::{hold_service_changes, IpvsHandle, TableEntry};
 pub use types::*;
 
 /// Compiles the README example as a doctest.

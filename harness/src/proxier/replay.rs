@@ -535,6 +535,9 @@ pub fn capture(
         .run(|| Path::new("/proc/net/ip_vs").exists())
         .unwrap_or(false)
     {
+        // ipvsadm's dump, like ours, is shifted by service changes elsewhere: none of this
+        // process's meanwhile (a parallel run's other nodes).
+        let _quiet = ipvs_genl::hold_service_changes();
         write(IPVS_FILE, &tool(IPVS_FILE, "ipvsadm", &["-Sn"])?)?;
     }
     if let Ok(addrs) = tools::run(ns, "ip", &["-o", "addr", "show", "dev", "kube-ipvs0"], None) {
