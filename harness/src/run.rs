@@ -184,7 +184,7 @@ fn summarize(node: &NodeNs, p: &Programming) -> NodeSummary {
 /// node address), so a probe naming an address rather than a Service is judged the same way.
 fn candidate_backends(cluster: &ClusterState, scenario: &Scenario, probe: &Probe) -> usize {
     // The state of the probe's family: that family's proxier is the one that answers it.
-    let cluster = match crate::probe::target_family(scenario, probe) {
+    let cluster = match scenario.probe_family(probe) {
         crate::scenario::IpFamily::Ipv4 => cluster,
         crate::scenario::IpFamily::Ipv6 => match cluster.ipv6.as_deref() {
             Some(v6) => v6,

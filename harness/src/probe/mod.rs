@@ -142,7 +142,7 @@ fn destination(
     let port = find_port(&svc.spec.ports, to.port.as_ref())?;
     let via = to.via.unwrap_or(Via::ClusterIP);
     let cluster_ips = svc.cluster_ips();
-    let family = target_family(scenario, probe);
+    let family = scenario.probe_family(probe);
     let of_family = |ip: &&IpAddr| IpFamily::of(**ip) == family;
     let first_node = || scenario.topology.nodes.first().map(|n| n.name.clone());
     let (ip, dport, node) = match via {
@@ -205,40 +205,11 @@ fn destination(
     Ok((port.protocol, ip, dport, node))
 }
 
-/// The family a probe is sent in: its literal address's, else the one it picks, else its
-/// Service's primary family (IPv4 for a Service with no ClusterIP).
-pub fn target_family(scenario: &Scenario, probe: &Probe) -> IpFamily {
-    if let Some(ip) = probe.to.ip {
-        return IpFamily::of(ip);
-    }
-    let service = probe.to.service.as_deref().and_then(|wanted| {
-        let (ns, name) = wanted.split_once('/').unwrap_or(("default", wanted));
-        scenario
-            .services
-            .iter()
-            .find(|s| s.name == name && s.namespace == ns)
-    });
-    probe
-        .to
-        .family
-        .or_else(|| {
-            service
-                .and_then(|svc| svc.cluster_ips().first().copied())
-                .map(IpFamily::of)
-        })
-        .unwrap_or_default()
-}
-
 /// The underlay address of `family` of a node a probe is sent to.
 fn node_address(node: &Node, family: IpFamily) -> Result<IpAddr> {
-    match family {
-        IpFamily::Ipv4 => Ok(IpAddr::V4(node.ip.v4)),
-        IpFamily::Ipv6 => node
-            .ip
-            .v6
-            .map(IpAddr::V6)
-            .ok_or_else(|| anyhow!("node {} has no IPv6 address", node.name)),
-    }
+    node.ip
+        .of(family)
+        .ok_or_else(|| anyhow!("node {} has no {family} address", node.name))
 }
 
 /// The node whose IP a `via: nodePort` / `via: healthCheckNodePort` probe is sent to.

@@ -133,13 +133,11 @@ fn read_ip6tables(
     ns: &Netns,
     backend: IptablesBackend,
 ) -> Result<BTreeMap<Table, TableRules>, ReadError> {
-    const NFPROTO_IPV6: u8 = 10;
     if backend == IptablesBackend::Nft {
-        let tables = crate::nfnetlink::nft_tables(ns).ok();
-        let none = tables.is_some_and(|tables| {
+        let none = super::nft::list_tables(ns).ok().is_some_and(|tables| {
             !tables
                 .iter()
-                .any(|(family, name)| *family == NFPROTO_IPV6 && Table::from_name(name).is_some())
+                .any(|t| t.family == super::nft::NftFamily::Ip6 && t.owned_by_iptables())
         });
         if none {
             return Ok(BTreeMap::new());

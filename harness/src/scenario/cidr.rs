@@ -2,6 +2,7 @@
 //! Kubernetes writes either as a list (`podCIDRs`, `podIPs`) or comma-separated
 //! (`--cluster-cidr=10.244.0.0/16,fd00:10:244::/56`).
 
+use super::family::{IpCidr, IpFamily};
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -174,6 +175,24 @@ impl DualIp {
     /// Both addresses, IPv4 first.
     pub fn all(&self) -> impl Iterator<Item = IpAddr> {
         std::iter::once(IpAddr::V4(self.v4)).chain(self.v6.map(IpAddr::V6))
+    }
+
+    /// The address of `family`, if there is one.
+    pub fn of(&self, family: IpFamily) -> Option<IpAddr> {
+        match family {
+            IpFamily::Ipv4 => Some(IpAddr::V4(self.v4)),
+            IpFamily::Ipv6 => self.v6.map(IpAddr::V6),
+        }
+    }
+}
+
+impl DualCidr {
+    /// The range of `family`, if there is one.
+    pub fn of(&self, family: IpFamily) -> Option<IpCidr> {
+        match family {
+            IpFamily::Ipv4 => Some(IpCidr::V4(self.v4)),
+            IpFamily::Ipv6 => self.v6.map(IpCidr::V6),
+        }
     }
 }
 

@@ -17,6 +17,6 @@ pub use family::{of_family, IpCidr, IpFamily, IpFamilyPolicy};
 pub use files::{files, BUNDLED};
 pub use load::{load, load_for, parse, parse_for, validate, Problem, ScenarioError};
 pub use model::*;
-pub use resolve::{cluster_state, cluster_state_for, families, node_context, node_context_for};
+pub use resolve::{cluster_state, node_context};
 pub use steps::{first_probe_index, state_at, step_name, StepState};
 pub use validate::KnownProxiers;

@@ -701,6 +701,31 @@ impl Expectation {
     }
 }
 
+impl Scenario {
+    /// The family `probe` is sent in: its literal address's, else the one it picks, else its
+    /// Service's primary family (IPv4 for a Service with no ClusterIP).
+    pub fn probe_family(&self, probe: &Probe) -> IpFamily {
+        if let Some(ip) = probe.to.ip {
+            return IpFamily::of(ip);
+        }
+        let service = probe.to.service.as_deref().and_then(|wanted| {
+            let (ns, name) = wanted.split_once('/').unwrap_or(("default", wanted));
+            self.services
+                .iter()
+                .find(|s| s.name == name && s.namespace == ns)
+        });
+        probe
+            .to
+            .family
+            .or_else(|| {
+                service
+                    .and_then(|svc| svc.cluster_ips().first().copied())
+                    .map(IpFamily::of)
+            })
+            .unwrap_or_default()
+    }
+}
+
 impl Probe {
     /// The expectation that applies to `proxier`.
     pub fn expectation_for(&self, proxier: &str) -> Option<&Expectation> {

@@ -2,9 +2,9 @@
 //! change trackers would hold (pkg/proxy/serviceport.go, pkg/proxy/endpointslicecache.go), with
 //! endpoints derived the way the EndpointSlice controller would when the file gives none.
 
-use super::family::{of_family, IpCidr, IpFamily};
+use super::family::{of_family, IpFamily};
 use super::model::{
-    Endpoint, EndpointConditions, EndpointSlice, IpMode, Node, Pod, Scenario, Service, ServicePort,
+    Endpoint, EndpointConditions, EndpointSlice, IpMode, Scenario, Service, ServicePort,
     ServiceType, SessionAffinity, TargetPort, TrafficPolicy,
 };
 use super::validate::{named_port, selected_pods};
@@ -14,17 +14,6 @@ use std::net::IpAddr;
 
 /// The API server's default for `sessionAffinityConfig.clientIP.timeoutSeconds`.
 const DEFAULT_AFFINITY_TIMEOUT_SECONDS: u32 = 10800;
-
-/// The IP families of the cluster: IPv4, then IPv6 where the cluster has an IPv6 range.
-pub fn families(s: &Scenario) -> Vec<IpFamily> {
-    let topo = &s.topology;
-    let dual = topo.cluster_cidr.v6.is_some() || topo.service_cidr.v6.is_some();
-    if dual {
-        vec![IpFamily::Ipv4, IpFamily::Ipv6]
-    } else {
-        vec![IpFamily::Ipv4]
-    }
-}
 
 /// The cluster as every node's IPv4 proxier sees it, with the IPv6 proxier's view in `ipv6`
 /// on a dual-stack cluster.
@@ -36,30 +25,18 @@ pub fn cluster_state(s: &Scenario) -> ClusterState {
 
 /// The cluster as every node's proxier of `family` sees it, alone; `None` if the cluster has
 /// no range of that family.
-pub fn cluster_state_for(s: &Scenario, family: IpFamily) -> Option<ClusterState> {
-    family_state(s, family)
-}
-
 fn family_state(s: &Scenario, family: IpFamily) -> Option<ClusterState> {
     let topo = &s.topology;
-    let (cluster_cidr, service_cidr) = match family {
-        IpFamily::Ipv4 => (
-            IpCidr::V4(topo.cluster_cidr.v4),
-            IpCidr::V4(topo.service_cidr.v4),
-        ),
-        IpFamily::Ipv6 => (
-            IpCidr::V6(topo.cluster_cidr.v6?),
-            IpCidr::V6(topo.service_cidr.v6?),
-        ),
-    };
+    let cluster_cidr = topo.cluster_cidr.of(family)?;
+    let service_cidr = topo.service_cidr.of(family)?;
     let nodes = topo
         .nodes
         .iter()
         .map(|n| {
             Some(NodeInfo {
                 name: n.name.clone(),
-                ip: node_ip(n, family)?,
-                pod_cidr: pod_cidr(n, family)?,
+                ip: n.ip.of(family)?,
+                pod_cidr: n.pod_cidr.of(family)?,
             })
         })
         .collect::<Option<Vec<_>>>()?;
@@ -74,28 +51,6 @@ fn family_state(s: &Scenario, family: IpFamily) -> Option<ClusterState> {
     })
 }
 
-fn node_ip(n: &Node, family: IpFamily) -> Option<IpAddr> {
-    match family {
-        IpFamily::Ipv4 => Some(IpAddr::V4(n.ip.v4)),
-        IpFamily::Ipv6 => n.ip.v6.map(IpAddr::V6),
-    }
-}
-
-fn pod_cidr(n: &Node, family: IpFamily) -> Option<IpCidr> {
-    match family {
-        IpFamily::Ipv4 => Some(IpCidr::V4(n.pod_cidr.v4)),
-        IpFamily::Ipv6 => n.pod_cidr.v6.map(IpCidr::V6),
-    }
-}
-
-/// The address of `pod` of `family`, if it has one.
-pub(crate) fn pod_ip(pod: &Pod, family: IpFamily) -> Option<IpAddr> {
-    match family {
-        IpFamily::Ipv4 => Some(IpAddr::V4(pod.ip.v4)),
-        IpFamily::Ipv6 => pod.ip.v6.map(IpAddr::V6),
-    }
-}
-
 /// The node `node` as its own IPv4 proxier sees it, with its IPv6 proxier's view in `ipv6` on
 /// a dual-stack node; `None` if there is no such node.
 pub fn node_context(s: &Scenario, node: &str) -> Option<NodeContext> {
@@ -106,10 +61,10 @@ pub fn node_context(s: &Scenario, node: &str) -> Option<NodeContext> {
 
 /// The node `node` as its own proxier of `family` sees it; `None` if there is no such node or it
 /// has no address of that family.
-pub fn node_context_for(s: &Scenario, node: &str, family: IpFamily) -> Option<NodeContext> {
+fn node_context_for(s: &Scenario, node: &str, family: IpFamily) -> Option<NodeContext> {
     let n = s.topology.nodes.iter().find(|n| n.name == node)?;
-    let ip = node_ip(n, family)?;
-    let pod_cidr = pod_cidr(n, family)?;
+    let ip = n.ip.of(family)?;
+    let pod_cidr = n.pod_cidr.of(family)?;
     // The addresses the topology engine puts on eth0 (ip and secondaryIPs), flannel.1 (the
     // podCIDR's network address, as flannel assigns its VTEP) and cni0 (the podCIDR's first
     // host, the pods' gateway). IPv6 link-local addresses are left out, as kube-proxy's
@@ -349,7 +304,7 @@ fn selector_endpoints(
     selected_pods(s, svc)
         .into_iter()
         .filter_map(|pod| {
-            let ip = pod_ip(pod, family)?;
+            let ip = pod.ip.of(family)?;
             let target = match &port.target_port {
                 None => port.port,
                 Some(TargetPort::Number(n)) => *n,
@@ -371,6 +326,7 @@ fn selector_endpoints(
 mod tests {
     use super::*;
     use crate::scenario::model::*;
+    use crate::scenario::IpCidr;
     use std::collections::BTreeMap;
 
     /// An address of whichever type the caller needs.

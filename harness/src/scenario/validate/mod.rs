@@ -3,7 +3,7 @@
 //! validation or a property the topology engine relies on; all problems are collected so a file
 //! is fixed in one round.
 
-use super::family::{IpCidr, IpFamily};
+use super::family::IpFamily;
 use super::model::{
     EndpointSlice, Expectation, NodePortAddress, OutcomeExpectation, Pod, Probe, ProbeTarget,
     Protocol, Scenario, Service, ServicePort, ServiceType, SessionAffinity, TargetPort,
@@ -829,11 +829,7 @@ impl<'a> Checker<'a> {
                 continue;
             }
             // An IPv6 address where the cluster has no IPv6 range: its slice is refused above.
-            let range = match ip {
-                IpAddr::V4(_) => Some(IpCidr::V4(clusters.v4)),
-                IpAddr::V6(_) => clusters.v6.map(IpCidr::V6),
-            };
-            if let Some(range) = range {
+            if let Some(range) = clusters.of(address_type) {
                 if self.pod_by_ip(*ip).is_none() && !range.contains(*ip) {
                     self.err(
                         path,
@@ -1022,10 +1018,7 @@ impl<'a> Checker<'a> {
         };
         let via = to.via.unwrap_or(Via::ClusterIP);
         let cluster_ips = svc.cluster_ips();
-        let family = to
-            .family
-            .or_else(|| cluster_ips.first().map(|ip| IpFamily::of(*ip)))
-            .unwrap_or_default();
+        let family = self.s.probe_family(probe);
         let has = |ips: Vec<IpAddr>| ips.into_iter().any(|ip| IpFamily::of(ip) == family);
         let problem = match via {
             Via::ClusterIP if svc.is_headless() => {

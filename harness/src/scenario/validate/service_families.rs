@@ -270,13 +270,9 @@ impl Checker<'_> {
         } else {
             spec.key("clusterIPs").idx(k)
         };
-        let range = self.s.topology.service_cidr;
-        let outside = match ip {
-            IpAddr::V4(a) => (!range.v4.contains(a)).then(|| range.v4.to_string()),
-            // An IPv6 address without an IPv6 range is reported by `allocated_families`.
-            IpAddr::V6(a) => range.v6.filter(|r| !r.contains(a)).map(|r| r.to_string()),
-        };
-        if let Some(range) = outside {
+        // An IPv6 address without an IPv6 range is reported by `allocated_families`.
+        let range = self.s.topology.service_cidr.of(IpFamily::of(ip));
+        if let Some(range) = range.filter(|r| !r.contains(ip)) {
             self.err(
                 path,
                 format!("clusterIP {ip} is outside serviceCIDR {range}"),
