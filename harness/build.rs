@@ -88,30 +88,6 @@ fn test_name(stem: &str) -> String {
         .collect()
 }
 
-/// The dual-stack scenarios (`scenarios/dual-stack/`): judged against the proxiers that program
-/// both families, and, for kube-proxy-ipvs, the run must stop with the reason (its IPv6 proxier
-/// is not built yet; when it is, it joins the list of judged ones).
-fn dual_stack(by_module: &mut std::collections::BTreeMap<&'static str, String>) {
-    println!("cargo:rerun-if-changed=../scenarios/dual-stack");
-    for stem in &yaml_stems(Path::new("../scenarios/dual-stack")) {
-        let name = test_name(stem);
-        for (module, proxier) in [
-            ("dual_stack_iptables", "kube-proxy-iptables"),
-            ("dual_stack_nftables", "kube-proxy-nftables"),
-        ] {
-            let _ = write!(
-                by_module.entry(module).or_default(),
-                "    #[test]\n    fn r#{name}() {{\n        super::run(\"dual-stack/{stem}.yaml\", \"{proxier}\");\n    }}\n"
-            );
-        }
-        // kube-proxy-ipvs has no IPv6 proxier yet: it must refuse with the reason.
-        let _ = write!(
-            by_module.entry("dual_stack_refused").or_default(),
-            "    #[test]\n    fn r#{name}_ipvs() {{\n        super::refused(\"dual-stack/{stem}.yaml\", \"kube-proxy-ipvs\");\n    }}\n"
-        );
-    }
-}
-
 fn main() {
     commit();
     println!("cargo:rerun-if-changed=../scenarios");
@@ -127,7 +103,6 @@ fn main() {
             );
         }
     }
-    dual_stack(&mut by_module);
     let mut out = String::new();
     for (module, tests) in by_module {
         let _ = write!(

@@ -13,7 +13,7 @@ pub mod excerpt;
 
 use crate::netns::Netns;
 use crate::probe::{ProbePlan, Source};
-use crate::programming::kube_ipvs0::DeviceState;
+use crate::programming::kube_ipvs0::{self, DeviceState};
 use crate::programming::{effective_state, EffectiveState, ReadOptions};
 use crate::scenario::{Expectation, Probe, ProbeSource, ProbeTarget, Scenario, TargetPort, Via};
 use crate::topology::naming::{mac_for, BRIDGE_IF, UNDERLAY_IF};
@@ -21,7 +21,7 @@ use crate::topology::Topology;
 use excerpt::Target;
 use ipvs_genl::{format_list, Info, IpvsHandle, TableEntry};
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 /// A failing probe, as a report shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,13 +186,8 @@ impl<'a> Collector<'a> {
 /// `kube-ipvs0 (DOWN, NOARP): 10.96.0.10 bound as /32 with a local route; 192.168.1.10 not
 /// bound` for every target address.
 fn kube_ipvs0_line(dev: &DeviceState, targets: &[Target]) -> String {
-    let mut addrs: Vec<Ipv4Addr> = Vec::new();
-    // kube-ipvs0 holds IPv4 addresses only.
-    let v4 = |a: IpAddr| match a {
-        IpAddr::V4(a) => Some(a),
-        IpAddr::V6(_) => None,
-    };
-    for a in targets.iter().filter_map(|t| t.addr.and_then(v4)) {
+    let mut addrs: Vec<IpAddr> = Vec::new();
+    for a in targets.iter().filter_map(|t| t.addr) {
         if !addrs.contains(&a) {
             addrs.push(a);
         }
@@ -200,11 +195,12 @@ fn kube_ipvs0_line(dev: &DeviceState, targets: &[Target]) -> String {
     let each: Vec<String> = addrs
         .iter()
         .map(|a| {
-            let bound = dev.addresses.iter().any(|(b, p)| b == a && *p == 32);
+            let host = kube_ipvs0::host_prefix_len(*a);
+            let bound = dev.addresses.iter().any(|(b, p)| b == a && *p == host);
             let routed = dev.local_routes.contains(a);
             match (bound, routed) {
-                (true, true) => format!("{a} bound as /32 with a local route"),
-                (true, false) => format!("{a} bound as /32 but no local route"),
+                (true, true) => format!("{a} bound as /{host} with a local route"),
+                (true, false) => format!("{a} bound as /{host} but no local route"),
                 (false, _) => format!("{a} not bound"),
             }
         })
@@ -418,7 +414,7 @@ mod tests {
         };
         let t = |addr: Option<[u8; 4]>, port| Target {
             protocol: Protocol::Tcp,
-            addr: addr.map(|a| IpAddr::V4(Ipv4Addr::from(a))),
+            addr: addr.map(|a| IpAddr::V4(a.into())),
             port,
         };
         assert_eq!(

@@ -168,7 +168,11 @@ pub fn node_addresses(topo: &Topology) -> Vec<NodeAddress> {
 fn summarize(node: &NodeNs, p: &Programming) -> NodeSummary {
     NodeSummary {
         node: node.name.clone(),
-        kube_ipvs0: p.ipvs_addresses.iter().map(|a| a.to_string()).collect(),
+        kube_ipvs0: p
+            .kube_ipvs0_addresses()
+            .iter()
+            .map(|a| a.to_string())
+            .collect(),
         ipvs_virtual_servers: p.ipvs.len(),
         ipvs_real_servers: p.ipvs.iter().map(|v| v.destinations.len()).sum(),
         ipsets: p.ipsets.len(),

@@ -10,7 +10,9 @@ use kpct::programming::{
     effective_state, Applier, ApplyOptions, ChainDecl, EffectiveState, IpSet, IpSetType,
     Programming, ReadOptions, Step, Table, TableRules, VirtualServer,
 };
+use kpct::scenario::IpFamily;
 use kpct::topology::naming::RunPrefix;
+use std::collections::BTreeMap;
 
 fn netns(role: &str) -> Netns {
     install_signal_cleanup();
@@ -81,11 +83,13 @@ fn hand_made() -> Programming {
                 &["198.51.100.0/24", "10.0.0.0/8"],
             ),
         ],
-        ipvs_addresses: vec![
+        ipvs_addresses: Some(vec![
             "10.96.0.1".parse().unwrap(),
             "10.96.0.10".parse().unwrap(),
             "203.0.113.5".parse().unwrap(),
-        ],
+            // An IPv6 proxier's ClusterIP: bound as /128, local at once (NOARP: no DAD).
+            "fd00:10:96::a".parse().unwrap(),
+        ]),
         ..Programming::default()
     };
     p.iptables.insert(
@@ -213,13 +217,24 @@ fn apply_and_read_back() {
         !dev.up && dev.noarp,
         "kube-ipvs0 is DOWN and NOARP like kube-proxy's: {dev:?}"
     );
-    let local = ns
-        .exec(
-            "ip",
-            &["route", "show", "table", "local", "dev", "kube-ipvs0"],
-        )
-        .unwrap();
-    for a in &p.ipvs_addresses {
+    let local = ["-4", "-6"]
+        .map(|family| {
+            ns.exec(
+                "ip",
+                &[
+                    family,
+                    "route",
+                    "show",
+                    "table",
+                    "local",
+                    "dev",
+                    "kube-ipvs0",
+                ],
+            )
+            .unwrap()
+        })
+        .concat();
+    for a in p.kube_ipvs0_addresses() {
         assert!(
             local.contains(&format!("local {a} ")),
             "{a} is a local route:\n{local}"
@@ -240,7 +255,7 @@ fn apply_and_read_back() {
 fn auto_policy_falls_back_to_a_bridge_only_without_dummy() {
     let ns = netns("auto");
     let p = Programming {
-        ipvs_addresses: vec!["10.96.0.1".parse().unwrap()],
+        ipvs_addresses: Some(vec!["10.96.0.1".parse().unwrap()]),
         ..Programming::default()
     };
     let report = Applier::new(ApplyOptions {
@@ -424,7 +439,7 @@ fn text_errors_apply_nothing() {
     let e = parse_text_with_sources(address, "out.txt")
         .unwrap_err()
         .to_string();
-    assert_eq!(e, "out.txt:3: malformed IPv4 address `10.96.0/32`");
+    assert_eq!(e, "out.txt:3: malformed IP address `10.96.0/32`");
     assert_eq!(read(&ns, &hand_made()), before);
 }
 
@@ -439,7 +454,7 @@ fn failure_on_top_of_existing_state_restores_it() {
     bad.ipsets[0].entries = vec!["10.96.0.99,udp:53".into()];
     bad.ipsets
         .push(set("KPCT-NEW", IpSetType::HashIp, &["10.0.0.1"]));
-    bad.ipvs_addresses = vec!["10.96.0.99".parse().unwrap()];
+    bad.ipvs_addresses = Some(vec!["10.96.0.99".parse().unwrap()]);
     bad.sysctls
         .insert("net.ipv4.conf.all.route_localnet".into(), "0".into());
     bad.iptables
@@ -610,8 +625,10 @@ fn legacy_iptables_backend_applies_and_rolls_back() {
     assert!(read(&ns, &p).iptables.is_empty());
 }
 
-/// `--delete-others` removes the node's other IPv4 address services except those in the kept
-/// CIDRs (and fwmark ones), as kube-proxy's cleanLegacyService; a failure restores them.
+/// `--delete-others` removes the node's other address services of its family except those in
+/// the kept CIDRs (and fwmark ones), as each family's kube-proxy cleanLegacyService; a failure
+/// restores them. An IPv4 clean-up leaves IPv6 services ("Not our family"), and the other way
+/// round.
 #[test]
 fn needs_ipvs_delete_others_keeps_only_the_excluded_foreign_services() {
     caps::require_ipvs();
@@ -627,21 +644,18 @@ fn needs_ipvs_delete_others_keeps_only_the_excluded_foreign_services() {
         ),
         destinations: vec![],
     };
-    let fwmark = VirtualServer {
-        service: Service::new(
-            ServiceKey::FwMark {
-                mark: 7,
-                ipv6: false,
-            },
-            "rr",
-        ),
+    let fwmark = |ipv6| VirtualServer {
+        service: Service::new(ServiceKey::FwMark { mark: 7, ipv6 }, "rr"),
         destinations: vec![],
     };
     let others = Programming {
         ipvs: vec![
             foreign("192.168.1.50"),
             foreign("192.168.1.60"),
-            fwmark.clone(),
+            foreign("fd00:1::50"),
+            foreign("fd00:2::60"),
+            fwmark(false),
+            fwmark(true),
         ],
         ..Programming::default()
     };
@@ -649,7 +663,8 @@ fn needs_ipvs_delete_others_keeps_only_the_excluded_foreign_services() {
         .apply(&ns, "node-a", &others, None)
         .expect("foreign services");
     let mut p = hand_made_ipvs();
-    p.ipvs_delete_others = Some(vec!["192.168.1.50/32".parse().unwrap()]);
+    p.ipvs_delete_others =
+        BTreeMap::from([(IpFamily::Ipv4, vec!["192.168.1.50/32".parse().unwrap()])]);
 
     let mut bad = p.clone();
     bad.ipvs[0].service.scheduler = "no-such-scheduler".into();
@@ -662,6 +677,25 @@ fn needs_ipvs_delete_others_keeps_only_the_excluded_foreign_services() {
     assert!(save.contains("-A -t 192.168.1.50:8080"), "{save}");
     assert!(!save.contains("192.168.1.60"), "{save}");
     assert!(save.contains("-A -f 7"), "fwmark services stay: {save}");
+    assert!(
+        save.contains("[fd00:2::60]:8080"),
+        "IPv6 is not IPv4's: {save}"
+    );
+
+    // The IPv6 proxier's clean-up, with its own kept prefix.
+    p.ipvs_delete_others
+        .insert(IpFamily::Ipv6, vec!["fd00:1::/64".parse().unwrap()]);
+    applier().apply(&ns, "node-a", &p, None).expect("apply");
+    let state = read(&ns, &p);
+    assert_eq!(state.diff_against(&p), vec![], "{state}");
+    let save = &state.ipvs.as_ref().expect("IPVS").save;
+    assert!(save.contains("[fd00:1::50]:8080"), "kept: {save}");
+    assert!(!save.contains("fd00:2::60"), "{save}");
+    assert_eq!(
+        save.matches("-A -f 7").count(),
+        2,
+        "both fwmark services: {save}"
+    );
 }
 
 /// The rollback snapshot skips `iptables-save` / `ipset save` when the kernel says over netlink

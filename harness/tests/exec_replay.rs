@@ -77,8 +77,9 @@ fn minimal_proxier(cluster: &ClusterState, node: &NodeContext) -> Programming {
             continue;
         };
         let proto = sp.protocol.lower();
-        if !p.ipvs_addresses.contains(&cip) {
-            p.ipvs_addresses.push(cip);
+        let bound = p.ipvs_addresses.get_or_insert_with(Vec::new);
+        if !bound.contains(&cip.into()) {
+            bound.push(cip.into());
         }
         cluster_ips.push(format!("{cip},{proto}:{}", sp.port));
         let ready: Vec<_> = sp.endpoints.iter().filter(|e| e.ready).collect();
@@ -261,10 +262,7 @@ fn replay_of_a_kube_proxy_iptables_node_reproduces_it() {
 /// and the replay puts both back (the IPv6 proxier's rules in ip6tables only).
 #[test]
 fn replay_of_a_dual_stack_iptables_node_reproduces_both_families() {
-    let s = kpct::scenario::load(Path::new(
-        "../scenarios/dual-stack/dual-stack-clusterip.yaml",
-    ))
-    .unwrap();
+    let s = kpct::scenario::load(Path::new("../scenarios/dual-stack-clusterip.yaml")).unwrap();
     let cluster = kpct::scenario::cluster_state(&s);
     let node = kpct::scenario::node_context(&s, "node-a").unwrap();
     let p = kpct::proxier::families::program_node(&KubeProxyIptables, &cluster, &node)
@@ -826,7 +824,7 @@ print("*nft\n%s\nCOMMIT" % "\n".join(lines))
 "#,
     );
     let mut s = kpct::scenario::load(Path::new(
-        "../scenarios/dual-stack/dual-stack-endpoints-per-family.yaml",
+        "../scenarios/dual-stack-endpoints-per-family.yaml",
     ))
     .unwrap();
     // One shot each: the IPv4 one is dropped, and waits out the probe timeout.

@@ -6,9 +6,10 @@ mod common;
 
 use common::{
     block_health_checks, drop_invalid_rule, drop_postrouting_masquerade, drop_sctp, ignore_ipv6,
-    ipv6_endpoint_swapped, keep_stale_chains, keep_stale_virtual_servers, nft_drop_invalid,
+    ipv6_endpoint_swapped, ipv6_real_servers_on_wrong_port, keep_stale_chains,
+    keep_stale_virtual_servers, leave_kube_ipvs0_when_nothing_is_bound, nft_drop_invalid,
     nft_localhost_node_ports, no_cluster_ips_reject, no_graceful_termination, no_ipv6_masquerade,
-    pin_one_backend, skip_conntrack_cleanup, Mutated,
+    pin_one_backend, skip_conntrack_cleanup, unbind_ipv6_service_addresses, Mutated,
 };
 use kpct::caps::require_ipvs;
 use kpct::probe::probe_timeout;
@@ -436,7 +437,7 @@ async fn stale_endpoint_chains_fail_the_convergence_check() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_ip6tables_chains_fail_the_convergence_check() {
     let found = convergence_violations(
-        "dual-stack/ipv6-transition-scale-down-delete.yaml",
+        "ipv6-transition-scale-down-delete.yaml",
         "kube-proxy-iptables",
         keep_stale_chains,
     )
@@ -490,6 +491,27 @@ async fn needs_ipvs_stale_virtual_servers_fail_the_convergence_check() {
                 "{node} {vip}: {found:#?}"
             );
         }
+    }
+}
+
+/// Each family's IPVS proxier unbinds its addresses no Service uses any more, the last one too:
+/// one that leaves kube-ipvs0 alone once nothing is bound keeps the deleted IPv6 ClusterIP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_a_stale_ipv6_binding_fails_the_convergence_check() {
+    require_ipvs();
+    let found = convergence_violations(
+        "ipv6-transition-scale-down-delete.yaml",
+        "kube-proxy-ipvs",
+        leave_kube_ipvs0_when_nothing_is_bound,
+    )
+    .await;
+    for node in ["node-a", "node-b"] {
+        assert!(
+            found.iter().any(|v| v
+                .contains(&format!("{node}: stale kube-ipvs0 address fd00:10:96::a"))
+                && v.contains("after step `delete-service`")),
+            "{node}: {found:#?}"
+        );
     }
 }
 
@@ -686,6 +708,39 @@ async fn ignoring_ipv6_or_its_masquerade_is_caught_and_ipv4_still_judged() {
     );
 }
 
+/// IPVS mode's IPv6 proxier: without its kube-ipvs0 IPv6 bindings the IPv6 ClusterIP is not
+/// reached (and only it: the IPv4 half and the IPv6 NodePort, never bound, still work); with
+/// real servers on a closed port every IPv6 probe is reset by the backend; without the ip6tables
+/// MASQUERADE the external IPv6 probe keeps its source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_broken_ipv6_ipvs_programming_is_caught() {
+    require_ipvs();
+    let found = dual_stack_mutated("kube-proxy-ipvs", unbind_ipv6_service_addresses).await;
+    assert!(says(&found, "ipv6", "to be reached"), "{found:#?}");
+    assert!(
+        !found
+            .iter()
+            .any(|v| v.contains("probe `ipv4`") || v.contains("probe `external-ipv6`")),
+        "only the IPv6 ClusterIP needs the binding: {found:#?}"
+    );
+    let found = dual_stack_mutated("kube-proxy-ipvs", ipv6_real_servers_on_wrong_port).await;
+    for probe in ["ipv6", "external-ipv6"] {
+        assert!(
+            says(&found, probe, "observed tcp-reset"),
+            "{probe}: {found:#?}"
+        );
+    }
+    assert!(
+        !found.iter().any(|v| v.contains("probe `ipv4`")),
+        "the IPv4 half is intact: {found:#?}"
+    );
+    let found = dual_stack_mutated("kube-proxy-ipvs", drop_postrouting_masquerade).await;
+    assert!(
+        says(&found, "external-ipv6", "expected source masqueraded"),
+        "{found:#?}"
+    );
+}
+
 /// iptables mode's IPv6 proxier writes ip6tables: without its MASQUERADE rule (the mutation
 /// runs on each family's programming, the IPv6 one's tables being the node's ip6tables), the
 /// external IPv6 probe keeps its source.
@@ -703,7 +758,7 @@ async fn dropping_the_ip6tables_masquerade_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ipv6_endpoints_of_the_wrong_slice_are_caught() {
     mutation_is_caught(
-        "dual-stack/dual-stack-endpoints-per-family.yaml",
+        "dual-stack-endpoints-per-family.yaml",
         "kube-proxy-nftables",
         ipv6_endpoint_swapped,
         &["ipv6"],

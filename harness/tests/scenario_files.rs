@@ -21,11 +21,9 @@ fn scenarios_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios")
 }
 
-/// The library: `scenarios/*.yaml` and the dual-stack set in `scenarios/dual-stack/`.
+/// The library: `scenarios/*.yaml`.
 fn library_files() -> Vec<PathBuf> {
-    let mut files = yaml_files(&scenarios_dir());
-    files.extend(yaml_files(&scenarios_dir().join("dual-stack")));
-    files
+    yaml_files(&scenarios_dir())
 }
 
 fn ip(s: &str) -> IpAddr {

@@ -228,7 +228,7 @@ fn trace_shows_the_nftables_nodeport_chain_walk() {
 #[test]
 fn trace_follows_an_ipv6_packet_through_the_ip6_table() {
     let trace = trace(
-        "dual-stack/ipv6-nodeport-external.yaml",
+        "ipv6-nodeport-external.yaml",
         "external-via-node-a",
         "kube-proxy-nftables",
     );

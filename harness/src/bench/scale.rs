@@ -245,7 +245,7 @@ impl Counts {
             ipset_entries: p.ipsets.iter().map(|s| s.entries.len()).sum(),
             ipvs_services: p.ipvs.len(),
             ipvs_destinations: p.ipvs.iter().map(|v| v.destinations.len()).sum(),
-            addresses: p.ipvs_addresses.len(),
+            addresses: p.kube_ipvs0_addresses().len(),
             nft_lines: p.nft.lines.len(),
         }
     }

@@ -35,8 +35,9 @@ use super::tools::{self, blamed_line, tool_message, IptablesBackend, Xtables};
 use super::{Programming, RestoreMode, Table};
 use crate::caps::{Capabilities, Feature};
 use crate::netns::Netns;
+use crate::scenario::IpFamily;
 use crate::topology::NodeNs;
-use ipvs_genl::{Destination, IpvsHandle};
+use ipvs_genl::{Destination, IpvsHandle, ServiceKey};
 use std::collections::BTreeSet;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -277,7 +278,7 @@ impl Applier {
         let result = (|| -> Result<(), (Step, StepError)> {
             let steps: [(Step, bool); 8] = [
                 (Step::Sysctls, !p.sysctls.is_empty()),
-                (Step::KubeIpvs0, !p.ipvs_addresses.is_empty()),
+                (Step::KubeIpvs0, p.ipvs_addresses.is_some()),
                 (Step::Ipsets, !p.ipsets.is_empty()),
                 (Step::Iptables, !p.iptables.is_empty()),
                 (Step::Ip6tables, !p.ip6tables.is_empty()),
@@ -286,7 +287,7 @@ impl Applier {
                     Step::Ipvs,
                     !p.ipvs.is_empty()
                         || p.ipvs_timeouts.is_some()
-                        || p.ipvs_delete_others.is_some(),
+                        || !p.ipvs_delete_others.is_empty(),
                 ),
                 (Step::Conntrack, !p.conntrack_cleanup.is_empty()),
             ];
@@ -318,7 +319,7 @@ impl Applier {
             return Err(fail(step, e, problems));
         }
         report.sysctls = p.sysctls.len();
-        report.addresses = p.ipvs_addresses.len();
+        report.addresses = p.kube_ipvs0_addresses().len();
         report.sets = p.ipsets.len();
         report.set_entries = p.ipsets.iter().map(|s| s.entries.len()).sum();
         report.tables = p.iptables.keys().copied().collect();
@@ -335,22 +336,24 @@ impl Applier {
     }
 
     fn apply_device(&self, ns: &Netns, p: &Programming) -> Result<DeviceKind, StepError> {
-        let ensured =
-            kube_ipvs0::ensure(ns, &p.ipvs_addresses, self.options.device).map_err(|e| {
-                let item = p
-                    .ipvs_addresses
-                    .iter()
-                    .position(|a| e.what.contains(&format!("{a}/32")))
-                    .map(|index| Item::Address { index });
-                StepError {
-                    input: item.as_ref().map(|i| match i {
-                        Item::Address { index } => format!("address {}", p.ipvs_addresses[*index]),
-                        _ => String::new(),
-                    }),
-                    item,
-                    message: e.to_string(),
-                }
-            })?;
+        let addresses = p.kube_ipvs0_addresses();
+        let ensured = kube_ipvs0::ensure(ns, addresses, self.options.device).map_err(|e| {
+            let item = addresses
+                .iter()
+                .position(|a| {
+                    e.what
+                        .contains(&format!("{a}/{}", kube_ipvs0::host_prefix_len(*a)))
+                })
+                .map(|index| Item::Address { index });
+            StepError {
+                input: item.as_ref().map(|i| match i {
+                    Item::Address { index } => format!("address {}", addresses[*index]),
+                    _ => String::new(),
+                }),
+                item,
+                message: e.to_string(),
+            }
+        })?;
         // The point of the device: each address must now be local (a route in table local).
         let state = kube_ipvs0::read(ns)
             .map_err(|e| StepError::plain(e.to_string()))?
@@ -360,8 +363,7 @@ impl Applier {
                     kube_ipvs0::DEVICE
                 ))
             })?;
-        if let Some((index, a)) = p
-            .ipvs_addresses
+        if let Some((index, a)) = addresses
             .iter()
             .enumerate()
             .find(|(_, a)| !state.local_routes.contains(a))
@@ -707,23 +709,30 @@ fn apply_ipvs(ns: &Netns, p: &Programming) -> Result<(), StepError> {
                 .map_err(svc_err)?;
         }
     }
-    if let Some(keep) = &p.ipvs_delete_others {
-        for (other, _) in existing
-            .iter()
-            .filter(|(s, _)| pruned_by(p, keep, &s.service.key))
-        {
-            handle
-                .delete_service(&other.service.key)
-                .map_err(|e| StepError {
-                    input: Some(format!(
-                        "IPVS `{}` deleting `{}`",
-                        render_delete_others(keep),
-                        render_service_line(&other.service).trim()
-                    )),
-                    item: Some(Item::IpvsDeleteOthers),
-                    message: e.to_string(),
-                })?;
-        }
+    for (other, _) in existing
+        .iter()
+        .filter(|(s, _)| pruned_by(p, &s.service.key))
+    {
+        let ServiceKey::Addr { addr, .. } = other.service.key else {
+            continue;
+        };
+        let family = IpFamily::of(addr);
+        let keep = p
+            .ipvs_delete_others
+            .get(&family)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        handle
+            .delete_service(&other.service.key)
+            .map_err(|e| StepError {
+                input: Some(format!(
+                    "IPVS `{}` deleting `{}`",
+                    render_delete_others(family, keep),
+                    render_service_line(&other.service).trim()
+                )),
+                item: Some(Item::IpvsDeleteOthers(family)),
+                message: e.to_string(),
+            })?;
     }
     Ok(())
 }

@@ -23,7 +23,7 @@ use crate::netns::Netns;
 use ipvs_genl::{format_save, IpvsHandle, Timeouts};
 use std::collections::BTreeMap;
 use std::fmt::{self, Write};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// What to read besides the always-read parts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -363,8 +363,8 @@ pub enum Missing {
         destination: String,
     },
     Device,
-    Address(Ipv4Addr),
-    LocalRoute(Ipv4Addr),
+    Address(IpAddr),
+    LocalRoute(IpAddr),
     Sysctl {
         key: String,
         wanted: String,
@@ -419,7 +419,12 @@ impl fmt::Display for Missing {
                 )
             }
             Missing::Device => write!(f, "device {}", kube_ipvs0::DEVICE),
-            Missing::Address(a) => write!(f, "address {a}/32 on {}", kube_ipvs0::DEVICE),
+            Missing::Address(a) => write!(
+                f,
+                "address {a}/{} on {}",
+                kube_ipvs0::host_prefix_len(*a),
+                kube_ipvs0::DEVICE
+            ),
             Missing::LocalRoute(a) => write!(f, "local route for {a} (table local)"),
             Missing::Sysctl { key, wanted, found } => {
                 write!(
@@ -571,23 +576,21 @@ impl EffectiveState {
     }
 
     fn diff_ipvs(&self, p: &Programming, missing: &mut Vec<Missing>) {
-        if p.ipvs.is_empty() && p.ipvs_timeouts.is_none() && p.ipvs_delete_others.is_none() {
+        if p.ipvs.is_empty() && p.ipvs_timeouts.is_none() && p.ipvs_delete_others.is_empty() {
             return;
         }
         let Some(table) = &self.ipvs else {
             missing.push(Missing::Ipvs);
             return;
         };
-        if let Some(keep) = &p.ipvs_delete_others {
-            for other in table
-                .servers
-                .iter()
-                .filter(|vs| pruned_by(p, keep, &vs.service.key))
-            {
-                missing.push(Missing::Deletion {
-                    service: render_service_line(&other.service),
-                });
-            }
+        for other in table
+            .servers
+            .iter()
+            .filter(|vs| pruned_by(p, &vs.service.key))
+        {
+            missing.push(Missing::Deletion {
+                service: render_service_line(&other.service),
+            });
         }
         if let Some(wanted) = &p.ipvs_timeouts {
             // 0 leaves a timeout as it was, so only the others must show.
@@ -630,15 +633,18 @@ impl EffectiveState {
     }
 
     fn diff_device(&self, p: &Programming, missing: &mut Vec<Missing>) {
-        if p.ipvs_addresses.is_empty() {
+        let Some(addresses) = &p.ipvs_addresses else {
             return;
-        }
+        };
         let Some(dev) = &self.kube_ipvs0 else {
             missing.push(Missing::Device);
             return;
         };
-        for a in &p.ipvs_addresses {
-            if !dev.addresses.contains(&(*a, 32)) {
+        for a in addresses {
+            if !dev
+                .addresses
+                .contains(&(*a, kube_ipvs0::host_prefix_len(*a)))
+            {
                 missing.push(Missing::Address(*a));
             } else if !dev.local_routes.contains(a) {
                 missing.push(Missing::LocalRoute(*a));
@@ -680,7 +686,7 @@ impl fmt::Display for EffectiveState {
             );
             for (a, prefix) in &dev.addresses {
                 let _ = write!(out, "{a}");
-                if *prefix != 32 {
+                if *prefix != kube_ipvs0::host_prefix_len(*a) {
                     let _ = write!(out, "/{prefix}");
                 }
                 if !dev.local_routes.contains(a) {

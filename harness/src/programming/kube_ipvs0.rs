@@ -1,5 +1,10 @@
-//! The `kube-ipvs0` device: where kube-proxy's IPVS mode binds service addresses (/32) so the
-//! kernel treats them as local and hands their packets to IPVS.
+//! The `kube-ipvs0` device: where kube-proxy's IPVS mode binds service addresses (/32, /128 for
+//! IPv6: `NewIPNet` in pkg/proxy/ipvs/netlink_linux.go) so the kernel treats them as local and
+//! hands their packets to IPVS.
+//!
+//! IPv6 addresses on it need no `nodad`: the kernel skips duplicate address detection on NOARP
+//! devices (`addrconf_dad_begin`), so they are usable, with their local route, at once, as on a
+//! real node.
 //!
 //! kube-proxy creates a dummy device and never sets it up, and marks it NOARP (see
 //! /work/shared/reference/kube-proxy-ipvs.md §1). Kernels built without dummy support get an
@@ -11,13 +16,14 @@
 //! entered the namespace, so callers stay synchronous whether or not they are inside tokio.
 
 use crate::netns::Netns;
+use crate::scenario::IpFamily;
 use futures::TryStreamExt;
 use netlink_packet_route::address::{AddressAttribute, AddressMessage};
 use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
 use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteType};
 use rtnetlink::{Handle, LinkBridge, LinkDummy, RouteMessageBuilder};
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// kube-proxy's `defaultDummyDevice`.
 pub const DEVICE: &str = "kube-ipvs0";
@@ -64,10 +70,12 @@ pub struct DeviceState {
     pub kind: DeviceKind,
     pub up: bool,
     pub noarp: bool,
-    /// IPv4 addresses with their prefix length, sorted.
-    pub addresses: Vec<(Ipv4Addr, u8)>,
+    /// Addresses with their prefix length, sorted (IPv4 first). IPv6 link-local addresses,
+    /// which the kernel adds on its own if the device goes up, are left out, as kube-proxy's
+    /// `isValidForSet` leaves them out.
+    pub addresses: Vec<(IpAddr, u8)>,
     /// Destinations of the `local` routes through the device (table local), sorted.
-    pub local_routes: Vec<Ipv4Addr>,
+    pub local_routes: Vec<IpAddr>,
 }
 
 /// An rtnetlink operation on kube-ipvs0 failed.
@@ -173,45 +181,69 @@ async fn addresses(handle: &Handle, ns: &str, index: u32) -> Res<Vec<AddressMess
         .map_err(nl_err(ns, format!("listing addresses of {DEVICE}")))
 }
 
-fn ipv4_of(msg: &AddressMessage) -> Option<Ipv4Addr> {
+/// The address a message carries (`IFA_LOCAL`, else `IFA_ADDRESS`), unless it is an IPv6
+/// link-local one.
+fn address_of(msg: &AddressMessage) -> Option<IpAddr> {
     let local = msg.attributes.iter().find_map(|a| match a {
-        AddressAttribute::Local(IpAddr::V4(v4)) => Some(*v4),
+        AddressAttribute::Local(ip) => Some(*ip),
         _ => None,
     });
-    local.or_else(|| {
-        msg.attributes.iter().find_map(|a| match a {
-            AddressAttribute::Address(IpAddr::V4(v4)) => Some(*v4),
-            _ => None,
-        })
-    })
-}
-
-async fn local_routes(handle: &Handle, ns: &str, index: u32) -> Res<Vec<Ipv4Addr>> {
-    let request = RouteMessageBuilder::<Ipv4Addr>::new()
-        .table_id(u32::from(RT_TABLE_LOCAL))
-        .build();
-    let routes: Vec<_> = handle
-        .route()
-        .get(request)
-        .execute()
-        .try_collect()
-        .await
-        .map_err(nl_err(ns, "listing table local".into()))?;
-    let mut out: Vec<Ipv4Addr> = routes
-        .iter()
-        .filter(|r| r.header.kind == RouteType::Local && r.header.table == RT_TABLE_LOCAL)
-        .filter(|r| {
-            r.attributes
-                .iter()
-                .any(|a| matches!(a, RouteAttribute::Oif(i) if *i == index))
-        })
-        .filter_map(|r| {
-            r.attributes.iter().find_map(|a| match a {
-                RouteAttribute::Destination(RouteAddress::Inet(v4)) => Some(*v4),
+    local
+        .or_else(|| {
+            msg.attributes.iter().find_map(|a| match a {
+                AddressAttribute::Address(ip) => Some(*ip),
                 _ => None,
             })
         })
-        .collect();
+        .filter(|ip| !is_link_local_v6(*ip))
+}
+
+fn is_link_local_v6(ip: IpAddr) -> bool {
+    matches!(ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80)
+}
+
+/// The destinations of table local's `local` routes through device `index`, both families.
+async fn local_routes(handle: &Handle, ns: &str, index: u32) -> Res<Vec<IpAddr>> {
+    let requests = [
+        RouteMessageBuilder::<Ipv4Addr>::new()
+            .table_id(u32::from(RT_TABLE_LOCAL))
+            .build(),
+        RouteMessageBuilder::<Ipv6Addr>::new()
+            .table_id(u32::from(RT_TABLE_LOCAL))
+            .build(),
+    ];
+    let mut out: Vec<IpAddr> = Vec::new();
+    for request in requests {
+        let routes: Vec<_> = handle
+            .route()
+            .get(request)
+            .execute()
+            .try_collect()
+            .await
+            .map_err(nl_err(ns, "listing table local".into()))?;
+        out.extend(
+            routes
+                .iter()
+                .filter(|r| r.header.kind == RouteType::Local && r.header.table == RT_TABLE_LOCAL)
+                .filter(|r| {
+                    r.attributes
+                        .iter()
+                        .any(|a| matches!(a, RouteAttribute::Oif(i) if *i == index))
+                })
+                .filter_map(|r| {
+                    r.attributes.iter().find_map(|a| match a {
+                        RouteAttribute::Destination(RouteAddress::Inet(v4)) => {
+                            Some(IpAddr::V4(*v4))
+                        }
+                        RouteAttribute::Destination(RouteAddress::Inet6(v6)) => {
+                            Some(IpAddr::V6(*v6))
+                        }
+                        _ => None,
+                    })
+                })
+                .filter(|ip| !is_link_local_v6(*ip)),
+        );
+    }
     out.sort();
     out.dedup();
     Ok(out)
@@ -225,10 +257,10 @@ pub fn read(ns: &Netns) -> Res<Option<DeviceState>> {
             return Ok(None);
         };
         let index = link.header.index;
-        let mut addrs: Vec<(Ipv4Addr, u8)> = addresses(&handle, &ns_name, index)
+        let mut addrs: Vec<(IpAddr, u8)> = addresses(&handle, &ns_name, index)
             .await?
             .iter()
-            .filter_map(|m| ipv4_of(m).map(|a| (a, m.header.prefix_len)))
+            .filter_map(|m| address_of(m).map(|a| (a, m.header.prefix_len)))
             .collect();
         addrs.sort();
         Ok(Some(DeviceState {
@@ -250,8 +282,8 @@ pub struct Ensured {
 }
 
 /// Makes sure the device exists (creating it DOWN and NOARP per `policy` if not) and holds
-/// exactly `wanted` as /32 addresses.
-pub fn ensure(ns: &Netns, wanted: &[Ipv4Addr], policy: DevicePolicy) -> Res<Ensured> {
+/// exactly `wanted` as host addresses (/32, /128).
+pub fn ensure(ns: &Netns, wanted: &[IpAddr], policy: DevicePolicy) -> Res<Ensured> {
     let ns_name = ns.name().to_string();
     let wanted = wanted.to_vec();
     with_handle(ns, &format!("programming {DEVICE}"), |handle| async move {
@@ -306,13 +338,16 @@ async fn create(handle: &Handle, ns: &str, policy: DevicePolicy) -> Res<()> {
     }
 }
 
-async fn sync_addresses(handle: &Handle, ns: &str, index: u32, wanted: &[Ipv4Addr]) -> Res<()> {
+async fn sync_addresses(handle: &Handle, ns: &str, index: u32, wanted: &[IpAddr]) -> Res<()> {
     let present = addresses(handle, ns, index).await?;
     for msg in present {
-        let keep =
-            ipv4_of(&msg).is_some_and(|a| msg.header.prefix_len == 32 && wanted.contains(&a));
+        let Some(addr) = address_of(&msg) else {
+            // An IPv6 link-local address is the kernel's, not a bound service address.
+            continue;
+        };
+        let keep = msg.header.prefix_len == host_prefix_len(addr) && wanted.contains(&addr);
         if !keep {
-            let what = format!("removing {:?} from {DEVICE}", ipv4_of(&msg));
+            let what = format!("removing {addr} from {DEVICE}");
             handle
                 .address()
                 .del(msg)
@@ -321,20 +356,26 @@ async fn sync_addresses(handle: &Handle, ns: &str, index: u32, wanted: &[Ipv4Add
                 .map_err(nl_err(ns, what))?;
         }
     }
-    let present: Vec<Ipv4Addr> = addresses(handle, ns, index)
+    let present: Vec<IpAddr> = addresses(handle, ns, index)
         .await?
         .iter()
-        .filter_map(ipv4_of)
+        .filter_map(address_of)
         .collect();
-    for addr in wanted.iter().filter(|a| !present.contains(a)) {
+    for &addr in wanted.iter().filter(|a| !present.contains(a)) {
+        let prefix = host_prefix_len(addr);
         handle
             .address()
-            .add(index, IpAddr::V4(*addr), 32)
+            .add(index, addr, prefix)
             .execute()
             .await
-            .map_err(nl_err(ns, format!("adding {addr}/32 to {DEVICE}")))?;
+            .map_err(nl_err(ns, format!("adding {addr}/{prefix} to {DEVICE}")))?;
     }
     Ok(())
+}
+
+/// 32 or 128: the prefix kube-proxy binds an address with.
+pub fn host_prefix_len(addr: IpAddr) -> u8 {
+    IpFamily::of(addr).host_prefix_len()
 }
 
 /// Deletes the device (and with it its addresses and local routes); absent is fine.
@@ -354,7 +395,7 @@ pub fn remove(ns: &Netns) -> Res<()> {
 }
 
 /// Puts back exactly the given addresses (with prefix lengths) on an existing device.
-pub fn restore_addresses(ns: &Netns, addrs: &[(Ipv4Addr, u8)]) -> Res<()> {
+pub fn restore_addresses(ns: &Netns, addrs: &[(IpAddr, u8)]) -> Res<()> {
     let ns_name = ns.name().to_string();
     let addrs = addrs.to_vec();
     with_handle(
@@ -366,7 +407,10 @@ pub fn restore_addresses(ns: &Netns, addrs: &[(Ipv4Addr, u8)]) -> Res<()> {
             };
             let index = link.header.index;
             for msg in addresses(&handle, &ns_name, index).await? {
-                let what = format!("removing {:?} from {DEVICE}", ipv4_of(&msg));
+                let Some(addr) = address_of(&msg) else {
+                    continue;
+                };
+                let what = format!("removing {addr} from {DEVICE}");
                 handle
                     .address()
                     .del(msg)
@@ -377,7 +421,7 @@ pub fn restore_addresses(ns: &Netns, addrs: &[(Ipv4Addr, u8)]) -> Res<()> {
             for (addr, prefix) in addrs {
                 handle
                     .address()
-                    .add(index, IpAddr::V4(addr), prefix)
+                    .add(index, addr, prefix)
                     .execute()
                     .await
                     .map_err(nl_err(

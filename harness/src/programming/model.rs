@@ -3,10 +3,10 @@
 //! A `Programming` is data only: proxiers produce it, the applier writes it into the kernel, and
 //! the effective state read back afterwards is compared against it and snapshotted.
 
-use crate::scenario::Ipv4Cidr;
+use crate::scenario::{IpCidr, IpFamily};
 use ipvs_genl::{Destination, Service, ServiceKey};
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 /// The iptables tables a proxier may write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -167,17 +167,21 @@ pub struct Programming {
     pub ip6tables: BTreeMap<Table, TableRules>,
     pub restore_mode: RestoreMode,
     pub ipvs: Vec<VirtualServer>,
-    /// Addresses bound (as /32) on the `kube-ipvs0` interface. Empty means no interface is made.
-    pub ipvs_addresses: Vec<Ipv4Addr>,
+    /// The `kube-ipvs0` device with exactly these addresses bound (as /32 or /128); `None`
+    /// leaves the device as it is (not made). An empty list keeps the device with no address, as
+    /// IPVS mode's every sync makes sure of it (`EnsureDummyDevice`) and then unbinds what is no
+    /// longer active.
+    pub ipvs_addresses: Option<Vec<IpAddr>>,
     /// Sysctls for the node namespace, keyed by dotted name (`net.ipv4.vs.conntrack`).
     pub sysctls: BTreeMap<String, String>,
     /// IPVS connection timeouts (`ipvsadm --set tcp tcpfin udp`, seconds; 0 leaves one as it
     /// is); `None` leaves the kernel's.
     pub ipvs_timeouts: Option<ipvs_genl::Timeouts>,
-    /// Delete the node's other IPv4 virtual services (those not in `ipvs`), except those whose
-    /// address lies in one of these CIDRs, as IPVS mode's `cleanLegacyService` does on every
-    /// sync. `None` leaves other services alone.
-    pub ipvs_delete_others: Option<Vec<Ipv4Cidr>>,
+    /// For each family listed, delete the node's other virtual services of that family (those
+    /// not in `ipvs`), except those whose address lies in one of the CIDRs, as IPVS mode's
+    /// `cleanLegacyService` does on every sync of each family's proxier. Empty leaves other
+    /// services alone.
+    pub ipvs_delete_others: BTreeMap<IpFamily, Vec<IpCidr>>,
     /// An `nft -f` script, applied as one transaction after the iptables rules (kube-proxy's
     /// nftables mode writes all its state this way).
     pub nft: super::nft::NftScript,
@@ -187,6 +191,11 @@ pub struct Programming {
 }
 
 impl Programming {
+    /// The addresses bound on `kube-ipvs0`; none when the device is not wanted.
+    pub fn kube_ipvs0_addresses(&self) -> &[IpAddr] {
+        self.ipvs_addresses.as_deref().unwrap_or_default()
+    }
+
     /// The tables of one xtables family: `iptables` or `ip6tables`.
     pub fn xtables(&self, family: super::tools::Xtables) -> &BTreeMap<Table, TableRules> {
         match family {
@@ -196,14 +205,19 @@ impl Programming {
     }
 }
 
-/// Whether `IpvsDeleteOthers`-style pruning removes the kernel service `key`: an IPv4 address
-/// service that `p` does not program and no kept CIDR holds. fwmark services have no address:
-/// kube-proxy's `getIPFamily` reads them as IPv6, "not our family", and leaves them.
-pub fn pruned_by(p: &Programming, keep: &[Ipv4Cidr], key: &ServiceKey) -> bool {
+/// Whether `ipvs_delete_others` removes the kernel service `key`: an address service of a
+/// pruned family that `p` does not program and no kept CIDR of that family holds.
+///
+/// fwmark services stay. kube-proxy's `toVirtualServer` (pkg/proxy/ipvs/util/ipvs_linux.go)
+/// gives them the zero address of their family, so that family's proxier does try to delete
+/// them, but its request (`toIPVSService` carries no mark) names the address service
+/// `0.0.0.0:0` or `[::]:0`, which does not exist: the kernel answers ESRCH and the service
+/// survives, with an error logged on every sync.
+pub fn pruned_by(p: &Programming, key: &ServiceKey) -> bool {
     let ServiceKey::Addr { addr, .. } = key else {
         return false;
     };
-    let std::net::IpAddr::V4(addr) = addr else {
+    let Some(keep) = p.ipvs_delete_others.get(&IpFamily::of(*addr)) else {
         return false;
     };
     !p.ipvs.iter().any(|vs| vs.service.key == *key) && !keep.iter().any(|c| c.contains(*addr))

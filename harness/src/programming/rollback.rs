@@ -57,7 +57,7 @@ pub(super) fn record(
             )
         }
     };
-    if !p.ipvs_addresses.is_empty() {
+    if p.ipvs_addresses.is_some() {
         before.device =
             kube_ipvs0::read(ns).map_err(|e| (Step::KubeIpvs0, StepError::plain(e.to_string())))?;
     }
@@ -102,7 +102,7 @@ pub(super) fn record(
         before.nft_tables.push((table.clone(), saved));
     }
     // The IPVS step puts the whole table back, so it is recorded whenever the step runs.
-    if !p.ipvs.is_empty() || p.ipvs_timeouts.is_some() || p.ipvs_delete_others.is_some() {
+    if !p.ipvs.is_empty() || p.ipvs_timeouts.is_some() || !p.ipvs_delete_others.is_empty() {
         let mut handle = open_ipvs(ns).map_err(|e| (Step::Ipvs, e))?;
         if p.ipvs_timeouts.is_some() {
             before.ipvs_timeouts = Some(handle.timeouts().map_err(|e| {

@@ -2,6 +2,7 @@
 //! at apply time can name the file and line a proxier (or a replay capture) wrote it on.
 
 use super::Table;
+use crate::scenario::IpFamily;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -50,7 +51,8 @@ pub enum Item {
         key: String,
     },
     IpvsTimeouts,
-    IpvsDeleteOthers,
+    /// The `--delete-others` line of one family.
+    IpvsDeleteOthers(IpFamily),
     ConntrackCleanup {
         index: usize,
     },

@@ -55,8 +55,9 @@
 //! section is read by [`ipvs_genl::parse_save`], with `ipvsadm -R`'s checks (a destination must
 //! follow the `-A` line of its service), plus at most one `--set TCP TCPFIN UDP` line (the
 //! connection timeouts in seconds, as `ipvsadm --set` takes them; 0 keeps one as it is) and at
-//! most one `--delete-others [CIDR,...]` (remove every other IPv4 address service of the node
-//! except those inside the CIDRs, as IPVS mode's clean-up of services it did not make does).
+//! most one `--delete-others [IPv4|IPv6] [CIDR,...]` per family (remove every other address
+//! service of that family, IPv4 when none is named, except those inside the CIDRs, as each
+//! family's IPVS proxier cleans up services it did not make).
 //!
 //! Errors read `ORIGIN:LINE: what is wrong`, ORIGIN being the file name or e.g.
 //! `exec:./proxier.sh stdout`.
@@ -67,13 +68,13 @@ use super::{
     ChainDecl, ConntrackCleanup, IpSet, IpSetType, Programming, RestoreMode, Table, TableRules,
     VirtualServer,
 };
-use crate::scenario::{Ipv4Cidr, Protocol};
+use crate::scenario::{IpCidr, IpFamily, Protocol};
 use ipvs_genl::{
     format_save, parse_save, Destination, DestinationState, Service, ServiceState, Stats, Timeouts,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 /// A problem in programming text, at a line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -287,7 +288,8 @@ fn parse_body(
             out.programming.ipvs_delete_others = section.delete_others;
         }
         Section::Addresses => {
-            out.programming.ipvs_addresses = parse_addresses_body(body, origin, &mut out.sources)?
+            out.programming.ipvs_addresses =
+                Some(parse_addresses_body(body, origin, &mut out.sources)?)
         }
         Section::Sysctl => {
             out.programming.sysctls = parse_sysctl_body(body, origin, &mut out.sources)?
@@ -502,9 +504,18 @@ pub(crate) fn parse_ipvs_body(
     let (delete_lines, set_lines): (Vec<Line>, Vec<Line>) = directives
         .into_iter()
         .partition(|(_, l)| l.starts_with("--delete-others"));
-    let delete_others = single_directive(&delete_lines, origin, parse_delete_others)?;
-    if let (Some(_), Some((lineno, _))) = (&delete_others, delete_lines.first()) {
-        sources.insert(Item::IpvsDeleteOthers, at(origin, *lineno));
+    let mut delete_others: BTreeMap<IpFamily, Vec<IpCidr>> = BTreeMap::new();
+    for &(lineno, line) in &delete_lines {
+        let err = |message: String| TextError {
+            origin: origin.to_string(),
+            line: lineno,
+            message,
+        };
+        let (family, keep) = parse_delete_others(line).map_err(err)?;
+        if delete_others.insert(family, keep).is_some() {
+            return Err(err(format!("`--delete-others` for {family} appears twice")));
+        }
+        sources.insert(Item::IpvsDeleteOthers(family), at(origin, lineno));
     }
     let timeouts = single_directive(&set_lines, origin, parse_timeouts)?;
     if let (Some(_), Some((lineno, _))) = (&timeouts, set_lines.first()) {
@@ -521,7 +532,7 @@ pub(crate) fn parse_ipvs_body(
 pub(crate) struct IpvsSection {
     pub(crate) servers: Vec<VirtualServer>,
     pub(crate) timeouts: Option<Timeouts>,
-    pub(crate) delete_others: Option<Vec<Ipv4Cidr>>,
+    pub(crate) delete_others: BTreeMap<IpFamily, Vec<IpCidr>>,
 }
 
 /// The value of a directive that may appear once: its lines parsed with `parse`.
@@ -545,33 +556,57 @@ fn single_directive<T>(
     }
 }
 
-/// `--delete-others [CIDR,CIDR...]`: the CIDRs whose services are kept.
-fn parse_delete_others(line: &str) -> Result<Vec<Ipv4Cidr>, String> {
-    let words: Vec<&str> = line.split_whitespace().skip(1).collect();
-    match words.as_slice() {
-        [] => Ok(Vec::new()),
+/// `--delete-others [IPv4|IPv6] [CIDR,CIDR...]`: the family pruned (IPv4 when not named) and
+/// the CIDRs whose services are kept, all of that family.
+fn parse_delete_others(line: &str) -> Result<(IpFamily, Vec<IpCidr>), String> {
+    let mut words: Vec<&str> = line.split_whitespace().skip(1).collect();
+    let family = match words.first() {
+        Some(&"IPv4") => Some(IpFamily::Ipv4),
+        Some(&"IPv6") => Some(IpFamily::Ipv6),
+        _ => None,
+    };
+    if family.is_some() {
+        words.remove(0);
+    }
+    let family = family.unwrap_or(IpFamily::Ipv4);
+    let keep = match words.as_slice() {
+        [] => Vec::new(),
         [list] => list
             .split(',')
             .map(|c| {
-                c.parse::<Ipv4Cidr>()
+                c.parse::<IpCidr>()
                     .map_err(|e| format!("`{}`: {e}", crate::quote::quote(line)))
             })
-            .collect(),
-        _ => Err(format!(
-            "`{}`: expected `--delete-others` or `--delete-others CIDR[,CIDR...]` (the kept ones)",
+            .collect::<Result<Vec<_>, _>>()?,
+        _ => {
+            return Err(format!(
+                "`{}`: expected `--delete-others [IPv4|IPv6] [CIDR[,CIDR...]]` (the family pruned, \
+                 the kept CIDRs)",
+                crate::quote::quote(line)
+            ))
+        }
+    };
+    if let Some(other) = keep.iter().find(|c| c.family() != family) {
+        return Err(format!(
+            "`{}`: {other} is not an {family} CIDR: each family's line keeps its own",
             crate::quote::quote(line)
-        )),
+        ));
     }
+    Ok((family, keep))
 }
 
-/// `--delete-others` and the kept CIDRs.
-pub(crate) fn render_delete_others(keep: &[Ipv4Cidr]) -> String {
-    if keep.is_empty() {
-        "--delete-others".to_string()
-    } else {
-        let list: Vec<String> = keep.iter().map(|c| c.to_string()).collect();
-        format!("--delete-others {}", list.join(","))
+/// The `--delete-others` line of one family; IPv4's does not name its family.
+pub(crate) fn render_delete_others(family: IpFamily, keep: &[IpCidr]) -> String {
+    let mut line = "--delete-others".to_string();
+    if family == IpFamily::Ipv6 {
+        line.push_str(" IPv6");
     }
+    if !keep.is_empty() {
+        let list: Vec<String> = keep.iter().map(|c| c.to_string()).collect();
+        line.push(' ');
+        line.push_str(&list.join(","));
+    }
+    line
 }
 
 /// `--set TCP TCPFIN UDP`, seconds, as `ipvsadm --set` takes them.
@@ -671,12 +706,12 @@ fn destination_service(line: &str) -> Option<ipvs_genl::ServiceKey> {
     parsed.into_iter().next().map(|(svc, _)| svc.key)
 }
 
-/// Parses one address per line, `A.B.C.D` or `A.B.C.D/32`.
+/// Parses one address per line, `A.B.C.D`, `A.B.C.D/32`, `X::Y` or `X::Y/128`.
 pub(crate) fn parse_addresses_body(
     body: &[Line],
     origin: &str,
     sources: &mut SourceMap,
-) -> Result<Vec<Ipv4Addr>, TextError> {
+) -> Result<Vec<IpAddr>, TextError> {
     let mut out = Vec::new();
     for &(lineno, line) in body {
         let err = |message: String| TextError {
@@ -694,19 +729,22 @@ pub(crate) fn parse_addresses_body(
     Ok(out)
 }
 
-/// `A.B.C.D` or `A.B.C.D/32`.
-pub(crate) fn parse_host_address(text: &str) -> Result<Ipv4Addr, String> {
+/// An address without prefix or with its family's host prefix (/32, /128).
+pub(crate) fn parse_host_address(text: &str) -> Result<IpAddr, String> {
     let (addr, prefix) = match text.split_once('/') {
         Some((a, p)) => (a, Some(p)),
         None => (text, None),
     };
-    if let Some(p) = prefix.filter(|p| *p != "32") {
+    let addr = addr
+        .parse::<IpAddr>()
+        .map_err(|_| format!("malformed IP address `{text}`"))?;
+    let host = IpFamily::of(addr).host_prefix_len().to_string();
+    if let Some(p) = prefix.filter(|p| *p != host) {
         return Err(format!(
-            "address `{text}`: kube-ipvs0 addresses are /32, not /{p}"
+            "address `{text}`: kube-ipvs0 addresses are /{host}, not /{p}"
         ));
     }
-    addr.parse::<Ipv4Addr>()
-        .map_err(|_| format!("malformed IPv4 address `{text}`"))
+    Ok(addr)
 }
 
 /// An address of either family.
@@ -884,9 +922,9 @@ pub fn render_text(p: &Programming) -> String {
         }
         out.push_str("COMMIT\n");
     }
-    if !p.ipvs_addresses.is_empty() {
+    if let Some(addresses) = &p.ipvs_addresses {
         out.push_str("*addresses\n");
-        for a in &p.ipvs_addresses {
+        for a in addresses {
             let _ = writeln!(out, "{a}");
         }
         out.push_str("COMMIT\n");
@@ -903,13 +941,13 @@ pub fn render_text(p: &Programming) -> String {
         let section = render_table(*table, rules);
         out.push_str(&format!("*ip6:{}", section.trim_start_matches('*')));
     }
-    if !p.ipvs.is_empty() || p.ipvs_timeouts.is_some() || p.ipvs_delete_others.is_some() {
+    if !p.ipvs.is_empty() || p.ipvs_timeouts.is_some() || !p.ipvs_delete_others.is_empty() {
         out.push_str("*ipvs\n");
         if let Some(t) = &p.ipvs_timeouts {
             let _ = writeln!(out, "{}", render_timeouts(t));
         }
-        if let Some(keep) = &p.ipvs_delete_others {
-            let _ = writeln!(out, "{}", render_delete_others(keep));
+        for (family, keep) in &p.ipvs_delete_others {
+            let _ = writeln!(out, "{}", render_delete_others(*family, keep));
         }
         out.push_str(&render_ipvs(&p.ipvs));
         out.push_str("COMMIT\n");
@@ -1040,7 +1078,7 @@ mod tests {
                 service: Service::new(key, "rr"),
                 destinations: vec![dest],
             }],
-            ipvs_addresses: vec!["10.96.0.1".parse().unwrap()],
+            ipvs_addresses: Some(vec!["10.96.0.1".parse().unwrap()]),
             restore_mode: RestoreMode::Flush,
             ..Default::default()
         };
@@ -1077,7 +1115,11 @@ mod tests {
             .collect();
         let p = parse_text(&example, "doc").unwrap();
         assert_eq!(
-            (p.sysctls.len(), p.ipvs_addresses.len(), p.ipsets.len()),
+            (
+                p.sysctls.len(),
+                p.kube_ipvs0_addresses().len(),
+                p.ipsets.len()
+            ),
             (1, 1, 1)
         );
         assert_eq!((p.iptables.len(), p.ipvs.len()), (1, 1));
@@ -1123,23 +1165,73 @@ mod tests {
         }
     }
 
+    /// Both families' host addresses; an empty section still asks for the device (IPVS mode
+    /// keeps it when its last address goes); a wider prefix is refused.
+    #[test]
+    fn addresses_of_both_families_and_an_empty_device() {
+        let p = parse_text("*addresses\n10.96.0.1/32\nfd00:10:96::a\nCOMMIT\n", "t").unwrap();
+        assert_eq!(
+            p.kube_ipvs0_addresses(),
+            [
+                "10.96.0.1".parse::<IpAddr>().unwrap(),
+                "fd00:10:96::a".parse().unwrap()
+            ]
+        );
+        assert_eq!(parse_text(&render_text(&p), "t").unwrap(), p);
+        let empty = parse_text("*addresses\nCOMMIT\n", "t").unwrap();
+        assert_eq!(empty.ipvs_addresses, Some(vec![]));
+        assert_eq!(render_text(&empty), "*addresses\nCOMMIT\n");
+        assert_eq!(parse_text("", "t").unwrap().ipvs_addresses, None);
+        for (bad, message) in [
+            ("fd00::1/64", "kube-ipvs0 addresses are /128, not /64"),
+            ("10.0.0.1/24", "kube-ipvs0 addresses are /32, not /24"),
+        ] {
+            let err = parse_text(&format!("*addresses\n{bad}\nCOMMIT\n"), "t").unwrap_err();
+            assert!(err.to_string().contains(message), "{bad}: {err}");
+        }
+    }
+
     #[test]
     fn delete_others_round_trips_and_is_checked() {
         let mut p = sample();
-        p.ipvs_delete_others = Some(vec!["192.168.1.50/32".parse().unwrap()]);
+        p.ipvs_delete_others =
+            BTreeMap::from([(IpFamily::Ipv4, vec!["192.168.1.50/32".parse().unwrap()])]);
         let text = render_text(&p);
         assert!(
             text.contains("*ipvs\n--delete-others 192.168.1.50/32\n"),
             "{text}"
         );
         assert_eq!(parse_text(&text, "t").unwrap(), p);
-        p.ipvs_delete_others = Some(Vec::new());
+        p.ipvs_delete_others = BTreeMap::from([(IpFamily::Ipv4, Vec::new())]);
         assert!(render_text(&p).contains("*ipvs\n--delete-others\n"));
         assert_eq!(parse_text(&render_text(&p), "t").unwrap(), p);
+        // Each family's proxier cleans up its own family.
+        p.ipvs_delete_others = BTreeMap::from([
+            (IpFamily::Ipv4, Vec::new()),
+            (IpFamily::Ipv6, vec!["fd00:1::/64".parse().unwrap()]),
+        ]);
+        let text = render_text(&p);
+        assert!(
+            text.contains("*ipvs\n--delete-others\n--delete-others IPv6 fd00:1::/64\n"),
+            "{text}"
+        );
+        assert_eq!(parse_text(&text, "t").unwrap(), p);
+        assert_eq!(
+            parse_text("*ipvs\n--delete-others IPv4\nCOMMIT\n", "t")
+                .unwrap()
+                .ipvs_delete_others,
+            BTreeMap::from([(IpFamily::Ipv4, Vec::new())])
+        );
         refused_in_ipvs_section(&[
             ("--delete-others 10.0.0.0/33", "prefix length"),
-            ("--delete-others a b", "expected `--delete-others`"),
-            ("--delete-others\n--delete-others", "appears twice"),
+            ("--delete-others a b", "expected `--delete-others"),
+            ("--delete-others\n--delete-others", "for IPv4 appears twice"),
+            (
+                "--delete-others IPv6\n--delete-others IPv6 fd00::/8",
+                "for IPv6 appears twice",
+            ),
+            ("--delete-others IPv6 10.0.0.0/8", "is not an IPv6 CIDR"),
+            ("--delete-others fd00::/8", "is not an IPv4 CIDR"),
         ]);
     }
 
@@ -1179,7 +1271,7 @@ mod tests {
         .starts_with("proxier stdout:4: destination for service TCP 10.0.0.2:80"),);
         assert_eq!(
             e("*addresses\n10.0.0.300\nCOMMIT\n"),
-            "proxier stdout:2: malformed IPv4 address `10.0.0.300`"
+            "proxier stdout:2: malformed IP address `10.0.0.300`"
         );
         assert_eq!(
             e("*nat\n-A X -j Y\n"),

@@ -76,8 +76,17 @@ fn add_family(into: &mut Programming, v6: Programming) -> Result<()> {
         into.restore_mode = v6.restore_mode;
         into.ip6tables = v6.iptables;
     }
-    if v6.ipvs_delete_others.is_some() || v6.ipvs_timeouts.is_some() || !v6.ipvs.is_empty() {
-        bail!("it programs IPVS for IPv6, which the suite does not apply yet (issue #15)");
+    if let Some(timeouts) = v6.ipvs_timeouts {
+        if into.ipvs_timeouts.is_some_and(|v4| v4 != timeouts) {
+            bail!("the two families' proxiers set different IPVS timeouts");
+        }
+        into.ipvs_timeouts = Some(timeouts);
+    }
+    into.ipvs.extend(v6.ipvs);
+    for (family, keep) in v6.ipvs_delete_others {
+        if into.ipvs_delete_others.insert(family, keep).is_some() {
+            bail!("both families' proxiers clean up the IPVS services of {family}");
+        }
     }
     for set in v6.ipsets {
         if into.ipsets.iter().any(|s| s.name == set.name) {
@@ -95,7 +104,11 @@ fn add_family(into: &mut Programming, v6: Programming) -> Result<()> {
             }
         }
     }
-    into.ipvs_addresses.extend(v6.ipvs_addresses);
+    if let Some(v6_addresses) = v6.ipvs_addresses {
+        into.ipvs_addresses
+            .get_or_insert_with(Vec::new)
+            .extend(v6_addresses);
+    }
     if !v6.nft.is_empty() {
         let lines = into
             .nft

@@ -90,19 +90,6 @@ impl<P: Proxier + ?Sized> Proxier for Box<P> {
     }
 }
 
-/// Refuses the state of an IPv6 proxier, for a proxier whose IPv6 programming is not built
-/// yet: a dual-stack scenario then fails with the reason instead of judging half a node.
-pub(crate) fn ipv4_only(proxier: &str, cluster: &ClusterState) -> anyhow::Result<()> {
-    if cluster.ip_family != crate::scenario::IpFamily::Ipv4 {
-        anyhow::bail!(
-            "{proxier} programs IPv4 only: its IPv6 proxier (IPVS services, ipsets and kube-ipvs0 \
-             addresses for IPv6) is not built yet (issue #15); kube-proxy-iptables and \
-             kube-proxy-nftables serve both families"
-        );
-    }
-    Ok(())
-}
-
 /// The built-in reference proxiers, by name.
 pub fn builtin(name: &str) -> Option<Box<dyn Proxier>> {
     match name {

@@ -8,7 +8,7 @@
 //! | `ip6tables-save` | `ip6tables-save` output, the same way (a dual-stack node) | full `ip6tables-restore` of each table present |
 //! | `ipset-save` | `ipset save` output | sets created and filled |
 //! | `ipvsadm-Sn` | `ipvsadm -Sn` output, plus optionally a `--set TCP TCPFIN UDP` line | virtual and real servers (and connection timeouts) |
-//! | `kube-ipvs0` | `ip -o addr show kube-ipvs0` output | the `inet` addresses (/32) bound to kube-ipvs0 |
+//! | `kube-ipvs0` | `ip -o addr show kube-ipvs0` output | the `inet` (/32) and `inet6` (/128, link-local ones left out) addresses bound to kube-ipvs0 |
 //! | `sysctl` | `sysctl -a` format (`key = value`), net.* keys only | each key set in the node namespace |
 //! | `nft-ruleset` | `nft list ruleset` output | each table iptables does not own (`table ip kube-proxy { … }`) replaces the node's table of that name, in one transaction; iptables-nft's tables are left to `iptables-save` |
 //!
@@ -30,6 +30,7 @@ use crate::programming::tools::{self, IptablesBackend, ToolError, Xtables};
 use crate::programming::{
     AppliedReport, Applier, ApplyError, Item, Origin, Programming, RestoreMode, Table,
 };
+use crate::scenario::IpFamily;
 use std::path::{Path, PathBuf};
 
 pub const IPTABLES_FILE: &str = "iptables-save";
@@ -237,6 +238,8 @@ impl Replay {
             loaded.sources.extend(shift_sources(parsed.sources, 1));
         }
         if let Some((text, origin)) = read_optional(&dir.join(ADDRESSES_FILE))? {
+            // The capture has the file where the node has the device, addresses or not.
+            let addresses = p.ipvs_addresses.insert(Vec::new());
             for (idx, line) in text.lines().enumerate() {
                 if let Some(addr) = parse_ip_addr_line(line).map_err(|message| TextError {
                     origin: origin.clone(),
@@ -245,14 +248,14 @@ impl Replay {
                 })? {
                     loaded.sources.insert(
                         Item::Address {
-                            index: p.ipvs_addresses.len(),
+                            index: addresses.len(),
                         },
                         Origin {
                             file: origin.clone(),
                             line: idx + 1,
                         },
                     );
-                    p.ipvs_addresses.push(addr);
+                    addresses.push(addr);
                 }
             }
         }
@@ -329,10 +332,13 @@ impl Replay {
             // Only where the capture has an IPVS table (even an empty one): a node captured
             // without one says nothing about IPVS.
             if self.dir.join(node).join(IPVS_FILE).exists() {
-                loaded
-                    .programming
-                    .ipvs_delete_others
-                    .get_or_insert_with(Vec::new);
+                for family in IpFamily::ALL {
+                    loaded
+                        .programming
+                        .ipvs_delete_others
+                        .entry(family)
+                        .or_default();
+                }
             }
         }
         if replacing && self.dir.join(node).join(NFT_FILE).exists() {
@@ -484,13 +490,16 @@ fn shift_sources(sources: SourceMap, by: usize) -> SourceMap {
 }
 
 /// One line of `ip -o addr show kube-ipvs0`: `N: kube-ipvs0    inet A.B.C.D/32 scope global
-/// kube-ipvs0\ ...`. IPv6 lines are skipped (the suite's proxiers are IPv4); blank lines too.
-fn parse_ip_addr_line(line: &str) -> Result<Option<std::net::Ipv4Addr>, String> {
+/// kube-ipvs0\ ...` or `inet6 X::Y/128 scope global`. Link-local `inet6` lines (the kernel's
+/// own, should the device be up) and blank lines are skipped.
+fn parse_ip_addr_line(line: &str) -> Result<Option<std::net::IpAddr>, String> {
     let words: Vec<&str> = line.split_whitespace().collect();
     match words.as_slice() {
         [] => Ok(None),
-        [_, dev, "inet6", ..] if dev.trim_end_matches(':') == "kube-ipvs0" => Ok(None),
-        [_, dev, "inet", addr, ..] if dev.trim_end_matches(':') == "kube-ipvs0" => {
+        [_, dev, "inet6", _, "scope", "link", ..] if dev.trim_end_matches(':') == "kube-ipvs0" => {
+            Ok(None)
+        }
+        [_, dev, "inet" | "inet6", addr, ..] if dev.trim_end_matches(':') == "kube-ipvs0" => {
             parse_host_address(addr).map(Some)
         }
         _ => Err(format!(

@@ -565,7 +565,7 @@ pub struct ProxierOptions {
     /// `--ipvs-exclude-cidrs`: IPVS services in these CIDRs are not kube-proxy's, so its
     /// clean-up of services it did not program leaves them alone. IPVS mode only.
     #[serde(rename = "ipvsExcludeCIDRs", default)]
-    pub ipvs_exclude_cidrs: Vec<Ipv4Cidr>,
+    pub ipvs_exclude_cidrs: Vec<IpCidr>,
 }
 
 /// IPVS connection timeouts in seconds; 0 keeps the kernel's value.

@@ -225,7 +225,7 @@ pub fn keep_stale_chains(p: &mut Programming) -> anyhow::Result<()> {
 
 /// Leaves IPVS services the proxier no longer programs (no `cleanLegacyService`).
 pub fn keep_stale_virtual_servers(p: &mut Programming) -> anyhow::Result<()> {
-    p.ipvs_delete_others = None;
+    p.ipvs_delete_others.clear();
     Ok(())
 }
 
@@ -339,4 +339,33 @@ pub fn ipv6_endpoint_swapped(p: &mut Programming) -> anyhow::Result<()> {
         },
         &[],
     )
+}
+
+/// IPVS mode's IPv6 proxier without its kube-ipvs0 bindings: the IPv6 ClusterIPs are not local,
+/// so IPVS (in LOCAL_IN) never sees their packets.
+pub fn unbind_ipv6_service_addresses(p: &mut Programming) -> anyhow::Result<()> {
+    if let Some(addresses) = &mut p.ipvs_addresses {
+        addresses.retain(|a| a.is_ipv4());
+    }
+    Ok(())
+}
+
+/// IPVS mode's IPv6 proxier whose real servers point at port 9 (discard) instead of the
+/// endpoint's port, as one that mixed up target ports for IPv6 would.
+pub fn ipv6_real_servers_on_wrong_port(p: &mut Programming) -> anyhow::Result<()> {
+    for vs in &mut p.ipvs {
+        for d in vs.destinations.iter_mut().filter(|d| d.addr.is_ipv6()) {
+            d.port = 9;
+        }
+    }
+    Ok(())
+}
+
+/// IPVS mode leaving kube-ipvs0 alone once a family has no address to bind, instead of
+/// unbinding the last one ("Remove superfluous addresses from the dummy device").
+pub fn leave_kube_ipvs0_when_nothing_is_bound(p: &mut Programming) -> anyhow::Result<()> {
+    if p.ipvs_addresses.as_ref().is_some_and(Vec::is_empty) {
+        p.ipvs_addresses = None;
+    }
+    Ok(())
 }

@@ -352,7 +352,7 @@ fn restore_mode_sysctls_and_nothing_ipvs() {
     assert_eq!(p.restore_mode, RestoreMode::NoFlush);
     assert_eq!(p.sysctls.len(), 1);
     assert_eq!(p.sysctls["net.ipv4.conf.all.route_localnet"], "1");
-    assert!(p.ipsets.is_empty() && p.ipvs.is_empty() && p.ipvs_addresses.is_empty());
+    assert!(p.ipsets.is_empty() && p.ipvs.is_empty() && p.ipvs_addresses.is_none());
     assert_eq!(
         p.iptables.keys().copied().collect::<Vec<_>>(),
         [Table::Nat, Table::Filter]

@@ -3,7 +3,7 @@
 //! spelling from `Entry.String`.
 
 use crate::programming::{IpSet, IpSetType};
-use crate::scenario::{IpCidr, Protocol};
+use crate::scenario::{IpCidr, IpFamily, Protocol};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
@@ -51,8 +51,40 @@ impl SetName {
         SetName::IpvsIps,
     ];
 
-    /// IPv4 set name (ipset.go constants; IPv6 would add the `KUBE-6-` prefix).
-    pub(super) fn name(self) -> &'static str {
+    /// The set's name for a family's proxier: ipset.go's constant for IPv4; for IPv6, `NewIPSet`
+    /// (pkg/proxy/ipvs/ipset.go) turns the `KUBE-` prefix into `KUBE-6-` "to ensure unique
+    /// names" in dual-stack and cuts the result to ipset's 31 characters
+    /// (`ipv6_names_follow_new_ip_set` checks these against that rule).
+    pub(super) fn name(self, family: IpFamily) -> &'static str {
+        match family {
+            IpFamily::Ipv4 => self.ipv4_name(),
+            IpFamily::Ipv6 => self.ipv6_name(),
+        }
+    }
+
+    fn ipv6_name(self) -> &'static str {
+        match self {
+            SetName::LoopBack => "KUBE-6-LOOP-BACK",
+            SetName::ClusterIp => "KUBE-6-CLUSTER-IP",
+            SetName::ExternalIp => "KUBE-6-EXTERNAL-IP",
+            SetName::ExternalIpLocal => "KUBE-6-EXTERNAL-IP-LOCAL",
+            SetName::LoadBalancer => "KUBE-6-LOAD-BALANCER",
+            SetName::LoadBalancerFw => "KUBE-6-LOAD-BALANCER-FW",
+            SetName::LoadBalancerLocal => "KUBE-6-LOAD-BALANCER-LOCAL",
+            SetName::LoadBalancerSourceIp => "KUBE-6-LOAD-BALANCER-SOURCE-IP",
+            SetName::LoadBalancerSourceCidr => "KUBE-6-LOAD-BALANCER-SOURCE-CID",
+            SetName::NodePortTcp => "KUBE-6-NODE-PORT-TCP",
+            SetName::NodePortLocalTcp => "KUBE-6-NODE-PORT-LOCAL-TCP",
+            SetName::NodePortUdp => "KUBE-6-NODE-PORT-UDP",
+            SetName::NodePortLocalUdp => "KUBE-6-NODE-PORT-LOCAL-UDP",
+            SetName::NodePortSctp => "KUBE-6-NODE-PORT-SCTP-HASH",
+            SetName::NodePortLocalSctp => "KUBE-6-NODE-PORT-LOCAL-SCTP-HAS",
+            SetName::HealthCheckNodePort => "KUBE-6-HEALTH-CHECK-NODE-PORT",
+            SetName::IpvsIps => "KUBE-6-IPVS-IPS",
+        }
+    }
+
+    fn ipv4_name(self) -> &'static str {
         match self {
             SetName::LoopBack => "KUBE-LOOP-BACK",
             SetName::ClusterIp => "KUBE-CLUSTER-IP",
@@ -141,10 +173,12 @@ impl SetName {
     /// `setIPSetDefaults`: hashsize 1024, maxelem 65536, port range 0-65535). `ipset save` prints
     /// hash sets back with `bucketsize 12 initval 0x<random>` appended (ipset v7.17 on kernel
     /// 6.x); the random initval has to be normalised away by whoever compares.
-    pub(super) fn create_options(self) -> &'static str {
-        match self.set_type() {
-            IpSetType::BitmapPort => "range 0-65535",
-            _ => "family inet hashsize 1024 maxelem 65536",
+    /// Only hash sets have a family: bitmap:port sets are the same in both.
+    pub(super) fn create_options(self, family: IpFamily) -> &'static str {
+        match (self.set_type(), family) {
+            (IpSetType::BitmapPort, _) => "range 0-65535",
+            (_, IpFamily::Ipv4) => "family inet hashsize 1024 maxelem 65536",
+            (_, IpFamily::Ipv6) => "family inet6 hashsize 1024 maxelem 65536",
         }
     }
 }
@@ -171,13 +205,26 @@ pub(super) fn port(port: u16) -> String {
     port.to_string()
 }
 
-/// The active entries of every set (`IPSet.activeEntries` in ipset.go).
+/// The active entries of every set (`IPSet.activeEntries` in ipset.go) of one family's proxier.
 #[derive(Debug, Clone, Default)]
 pub(super) struct IpSets {
+    family: IpFamily,
     entries: BTreeMap<SetName, BTreeSet<String>>,
 }
 
 impl IpSets {
+    pub(super) fn new(family: IpFamily) -> Self {
+        Self {
+            family,
+            entries: BTreeMap::new(),
+        }
+    }
+
+    /// The name `set` has in this family's proxier.
+    pub(super) fn name(&self, set: SetName) -> &'static str {
+        set.name(self.family)
+    }
+
     pub(super) fn insert(&mut self, set: SetName, entry: String) {
         self.entries.entry(set).or_default().insert(entry);
     }
@@ -204,9 +251,9 @@ impl IpSets {
         SetName::ALL
             .iter()
             .map(|&set| IpSet {
-                name: set.name().to_string(),
+                name: set.name(self.family).to_string(),
                 set_type: set.set_type(),
-                create_options: set.create_options().to_string(),
+                create_options: set.create_options(self.family).to_string(),
                 entries: self
                     .entries
                     .get(&set)
@@ -214,5 +261,42 @@ impl IpSets {
                     .unwrap_or_default(),
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `NewIPSet`'s rule, applied to every IPv4 name, gives the IPv6 names written out above.
+    #[test]
+    fn ipv6_names_follow_new_ip_set() {
+        for set in SetName::ALL {
+            let v4 = set.name(IpFamily::Ipv4);
+            let mut v6 = v4.replacen("KUBE-", "KUBE-6-", 1);
+            v6.truncate(31);
+            assert_eq!(set.name(IpFamily::Ipv6), v6, "{set:?}");
+        }
+        // The two cut short, as seen in a real kube-proxy log.
+        assert_eq!(
+            SetName::LoadBalancerSourceCidr.name(IpFamily::Ipv6),
+            "KUBE-6-LOAD-BALANCER-SOURCE-CID"
+        );
+        assert_eq!(
+            SetName::NodePortLocalSctp.name(IpFamily::Ipv6),
+            "KUBE-6-NODE-PORT-LOCAL-SCTP-HAS"
+        );
+    }
+
+    #[test]
+    fn only_hash_sets_have_a_family() {
+        assert_eq!(
+            SetName::ClusterIp.create_options(IpFamily::Ipv6),
+            "family inet6 hashsize 1024 maxelem 65536"
+        );
+        assert_eq!(
+            SetName::NodePortTcp.create_options(IpFamily::Ipv6),
+            "range 0-65535"
+        );
     }
 }

@@ -8,6 +8,7 @@
 use super::ipsets::{IpSets, SetName};
 use super::{Config, LbNoNodeAccess};
 use crate::programming::{ChainDecl, Table, TableRules};
+use crate::scenario::IpFamily;
 use std::collections::BTreeMap;
 
 const KUBE_SERVICES: &str = "KUBE-SERVICES";
@@ -314,10 +315,15 @@ fn write_iptables_rules(
     lb_no_node_access: &[LbNoNodeAccess],
 ) -> Lines {
     let mut lines = Lines::default();
-    // "Dismiss connects to localhost early in the service chain".
+    // "Dismiss connects to localhost early in the service chain": `loAddr`, 127.0.0.0/8 or, for
+    // the IPv6 proxier, ::1/128.
+    let lo_addr = match cfg.family {
+        IpFamily::Ipv4 => "127.0.0.0/8",
+        IpFamily::Ipv6 => "::1/128",
+    };
     lines.write(
         Table::Nat,
-        &["-A", KUBE_SERVICES, "-s", "127.0.0.0/8", "-j", "RETURN"],
+        &["-A", KUBE_SERVICES, "-s", lo_addr, "-j", "RETURN"],
     );
     set_rules(&mut lines, sets);
     cluster_ip_masquerade(&mut lines, cfg, sets);
@@ -349,8 +355,8 @@ fn write_iptables_rules(
     ipvs_out_filter(&mut lines, lb_no_node_access);
     accept_ipvs_traffic(&mut lines, sets);
     forward_rules(&mut lines, &cfg.masquerade_mark);
-    health_check_accept(&mut lines);
-    ipvs_filter(&mut lines);
+    health_check_accept(&mut lines, cfg.family);
+    ipvs_filter(&mut lines, cfg.family);
     postrouting(&mut lines, &cfg.masquerade_mark, cfg.random_fully);
     // The masquerade mark rule.
     lines.write(
@@ -376,7 +382,13 @@ fn set_rules(lines: &mut Lines, sets: &IpSets) {
             args.extend(["-p", proto]);
         }
         args.extend(["-m", "comment", "--comment", comment.as_str()]);
-        args.extend(["-m", "set", "--match-set", rule.set.name(), rule.match_type]);
+        args.extend([
+            "-m",
+            "set",
+            "--match-set",
+            sets.name(rule.set),
+            rule.match_type,
+        ]);
         args.extend(["-j", rule.to]);
         lines.write(rule.table, &args);
     }
@@ -400,7 +412,7 @@ fn cluster_ip_masquerade(lines: &mut Lines, cfg: &Config, sets: &IpSets) {
         "--comment",
         comment.as_str(),
     ];
-    args.extend(["-m", "set", "--match-set", set.name()]);
+    args.extend(["-m", "set", "--match-set", sets.name(set)]);
     if cfg.masquerade_all {
         args.push("dst,dst");
     } else if let Some(cidr) = cfg.local_detector_cidr.as_deref() {
@@ -435,7 +447,7 @@ fn external_ip_rules(lines: &mut Lines, sets: &IpSets) {
             "-m",
             "set",
             "--match-set",
-            set.name(),
+            sets.name(set),
             "dst,dst",
         ];
         if masquerade {
@@ -507,7 +519,7 @@ fn accept_ipvs_traffic(lines: &mut Lines, sets: &IpSets) {
                 "-m",
                 "set",
                 "--match-set",
-                set.name(),
+                sets.name(set),
                 "dst,dst",
                 "-j",
                 "ACCEPT",
@@ -557,7 +569,7 @@ fn forward_rules(lines: &mut Lines, masquerade_mark: &str) {
 }
 
 /// filter KUBE-NODE-PORT: "accept traffic towards health check node port" (always written).
-fn health_check_accept(lines: &mut Lines) {
+fn health_check_accept(lines: &mut Lines, family: IpFamily) {
     let set = SetName::HealthCheckNodePort;
     let comment = set.quoted_comment();
     lines.write(
@@ -572,7 +584,7 @@ fn health_check_accept(lines: &mut Lines) {
             "-m",
             "set",
             "--match-set",
-            set.name(),
+            set.name(family),
             "dst",
             "-j",
             "ACCEPT",
@@ -582,7 +594,7 @@ fn health_check_accept(lines: &mut Lines) {
 
 /// filter KUBE-IPVS-FILTER "to prevent access to ports on the host through VIP addresses"
 /// (issue #72236): always all six rules, even for empty sets.
-fn ipvs_filter(lines: &mut Lines) {
+fn ipvs_filter(lines: &mut Lines, family: IpFamily) {
     for (set, match_type) in [
         (SetName::LoadBalancer, "dst,dst"),
         (SetName::ClusterIp, "dst,dst"),
@@ -598,7 +610,7 @@ fn ipvs_filter(lines: &mut Lines) {
                 "-m",
                 "set",
                 "--match-set",
-                set.name(),
+                set.name(family),
                 match_type,
                 "-j",
                 "RETURN",
@@ -617,7 +629,7 @@ fn ipvs_filter(lines: &mut Lines) {
             "-m",
             "set",
             "--match-set",
-            SetName::IpvsIps.name(),
+            SetName::IpvsIps.name(family),
             "dst",
             "-j",
             "REJECT",

@@ -1,4 +1,5 @@
-//! Reference proxier: kube-proxy in IPVS mode (`--proxy-mode=ipvs`), IPv4 single-stack.
+//! Reference proxier: kube-proxy in IPVS mode (`--proxy-mode=ipvs`), one proxier per IP family
+//! (a dual-stack node runs an IPv4 and an IPv6 one, [`crate::proxier::families`]).
 //!
 //! # Pinned version
 //!
@@ -60,7 +61,7 @@ use crate::cluster::{ClusterState, NodeContext, ServicePortInfo};
 use crate::programming::{Programming, RestoreMode, VirtualServer};
 use crate::proxier::node_port_addresses::NodePortAddresses;
 use crate::proxier::{conntrack_cleanup, Proxier, Resync};
-use crate::scenario::ServiceType;
+use crate::scenario::{IpFamily, ServiceType};
 use ipsets::IpSets;
 use ipvs_genl::{ServiceKey, Timeouts};
 use std::collections::{BTreeMap, BTreeSet};
@@ -76,7 +77,6 @@ impl Proxier for KubeProxyIpvs {
     }
 
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
-        super::ipv4_only(self.name(), cluster)?;
         let mut p = sync_proxy_rules(&Config::new(cluster, node), cluster, node);
         p.conntrack_cleanup = conntrack_cleanup::after_sync(None, cluster);
         Ok(p)
@@ -92,7 +92,6 @@ impl Proxier for KubeProxyIpvs {
         cluster: &ClusterState,
         node: &NodeContext,
     ) -> anyhow::Result<Programming> {
-        super::ipv4_only(self.name(), cluster)?;
         let mut p = sync_proxy_rules(&Config::new(cluster, node), cluster, node);
         graceful::keep_draining(&mut p.ipvs, resync.ipvs);
         p.conntrack_cleanup = conntrack_cleanup::after_sync(resync.previous, cluster);
@@ -106,6 +105,8 @@ const DEFAULT_SCHEDULER: &str = "rr";
 /// The kube-proxy settings that shape programming (the `NewProxier` arguments).
 #[derive(Debug, Clone)]
 struct Config {
+    /// `proxier.ipFamily`: the family this proxier serves.
+    family: IpFamily,
     /// `--masquerade-all`.
     masquerade_all: bool,
     /// The `--cluster-cidr` handed to `NewDetectLocalByCIDR` (detect-local-mode ClusterCIDR, the
@@ -135,6 +136,7 @@ impl Config {
             options.ipvs_scheduler.clone()
         };
         Self {
+            family: cluster.ip_family,
             masquerade_all: options.masquerade_all,
             // server_linux.go maps the cluster CIDRs by family and passes `cidrs[0].String()`,
             // i.e. the network address form of the prefix.
@@ -180,7 +182,10 @@ struct SyncState {
 /// `syncProxyRules` in proxier.go, minus everything that reads kernel state (a fresh node has
 /// nothing bound, no sets, no virtual servers).
 fn sync_proxy_rules(cfg: &Config, cluster: &ClusterState, node: &NodeContext) -> Programming {
-    let mut state = SyncState::default();
+    let mut state = SyncState {
+        sets: IpSets::new(cfg.family),
+        ..SyncState::default()
+    };
 
     // nodeAddressSet = GetAllLocalAddressesExcept("kube-ipvs0"); netlink_linux.go's
     // isValidForSet drops loopback addresses, so do it here too in case the input has any.
@@ -235,20 +240,24 @@ fn sync_proxy_rules(cfg: &Config, cluster: &ClusterState, node: &NodeContext) ->
         // RestoreAll(..., NoFlushTables, RestoreCounters): non-kube chains survive.
         restore_mode: RestoreMode::NoFlush,
         ipvs: state.virtual_servers,
-        // kube-ipvs0 addresses are IPv4 until IPv6 is built; `program` refuses an IPv6 state.
-        ipvs_addresses: state
-            .bind_addrs
-            .into_iter()
-            .filter_map(|a| match a {
-                IpAddr::V4(a) => Some(a),
-                IpAddr::V6(_) => None,
-            })
-            .collect(),
+        // "make sure dummy interface exists" on every sync, then "Remove superfluous addresses
+        // from the dummy device": the device stays when its last address goes.
+        ipvs_addresses: Some(state.bind_addrs.into_iter().collect()),
         sysctls: sysctls(cfg),
         ipvs_timeouts: cfg.timeouts,
         // syncProxyRules ends with `cleanLegacyService`: every IPVS service of this family it
-        // did not program goes, unless `isIPInExcludeCIDRs`.
-        ipvs_delete_others: Some(cluster.options.ipvs_exclude_cidrs.clone()),
+        // did not program goes ("Not our family" skips the others), unless
+        // `isIPInExcludeCIDRs`; each proxier gets all of `--ipvs-exclude-cidrs`.
+        ipvs_delete_others: BTreeMap::from([(
+            cfg.family,
+            cluster
+                .options
+                .ipvs_exclude_cidrs
+                .iter()
+                .copied()
+                .filter(|c| c.family() == cfg.family)
+                .collect(),
+        )]),
         ..Programming::default()
     }
 }

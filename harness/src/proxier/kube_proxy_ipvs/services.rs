@@ -225,7 +225,8 @@ fn health_check_node_port(state: &mut SyncState, sp: &ServicePortInfo) {
 }
 
 /// The `utilipvs.VirtualServer` kube-proxy builds for every VS of a service port, converted as
-/// `toIPVSService` (util/ipvs_linux.go) does: netmask 0xffffffff, no persistence engine.
+/// `toIPVSService` (util/ipvs_linux.go) does: netmask 0xffffffff (IPv4) or 128 (IPv6), no
+/// persistence engine.
 fn virtual_server(cfg: &Config, sp: &ServicePortInfo, addr: IpAddr, port: u16) -> Service {
     let mut flags = 0;
     let mut timeout = 0;
@@ -248,7 +249,7 @@ fn virtual_server(cfg: &Config, sp: &ServicePortInfo, addr: IpAddr, port: u16) -
         scheduler: cfg.scheduler.clone(),
         flags: ServiceFlags(flags),
         timeout,
-        netmask_prefix: 32,
+        netmask_prefix: crate::scenario::IpFamily::of(addr).host_prefix_len(),
         pe_name: None,
     }
 }

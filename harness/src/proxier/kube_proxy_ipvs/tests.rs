@@ -10,8 +10,9 @@ use crate::cluster::{ClusterState, EndpointInfo, NodeContext, NodeInfo, ServiceP
 use crate::programming::{IpSetType, Programming, Table, VirtualServer};
 use crate::proxier::test_cluster::{self, cidr, ip, With};
 use crate::proxier::Proxier;
-use crate::scenario::{Protocol, ProxierOptions, ServiceType};
+use crate::scenario::{IpFamily, Protocol, ProxierOptions, ServiceType};
 use ipvs_genl::{ForwardMethod, ServiceFlags, ServiceKey};
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 // ---------------------------------------------------------------------------------------------
@@ -156,12 +157,12 @@ fn vs(p: &Programming, key: ServiceKey) -> &VirtualServer {
         .unwrap_or_else(|| panic!("no virtual server {key:?} in {:#?}", p.ipvs))
 }
 
-/// `addr:port` of every real server of a VS.
+/// `addr:port` (`[addr]:port` for IPv6) of every real server of a VS.
 fn rs(p: &Programming, key: ServiceKey) -> Vec<String> {
     vs(p, key)
         .destinations
         .iter()
-        .map(|d| format!("{}:{}", d.addr, d.port))
+        .map(|d| std::net::SocketAddr::new(d.addr, d.port).to_string())
         .collect()
 }
 
@@ -277,8 +278,137 @@ fn node_port_udp_with_endpoints() {
         ["-A KUBE-NODE-PORT -p udp -m comment --comment \"Kubernetes nodeport UDP port for masquerade purpose\" -m set --match-set KUBE-NODE-PORT-UDP dst -j KUBE-MARK-MASQ"]
     );
     // NodePort addresses are never bound to kube-ipvs0.
-    assert_eq!(p.ipvs_addresses, [ip("10.20.30.41")]);
+    assert_eq!(p.kube_ipvs0_addresses(), [ip("10.20.30.41")]);
     assert_eq!(set(&p, "KUBE-IPVS-IPS"), ["10.20.30.41"]);
+}
+
+/// The IPv6 proxier's node in TestNodePortIPv6: `2001:db8::1:1` (the IPv4 node IP of the test's
+/// `nodeIPs` belongs to the IPv4 proxier: `NewNodePortAddresses` and `GetAllLocalAddresses`
+/// keep the proxier's family).
+fn node6(addresses: &[&str]) -> NodeContext {
+    NodeContext {
+        name: THIS_NODE.into(),
+        node_ip: ip(addresses[0]),
+        pod_cidr: cidr("fd00:10:180::/64"),
+        local_addresses: addresses.iter().map(|a| ip(a)).collect(),
+        ipv6: None,
+    }
+}
+
+/// `NewFakeProxier(..., v1.IPv6Protocol)` with these service ports: the state of the IPv6
+/// proxier, whose resolution already dropped the IPv4 services and slices (`serviceToServiceMap`
+/// skips a Service without a ClusterIP of the family; `EndpointSliceUpdate` ignores slices of
+/// the other address type; both pinned in scenario::resolve's tests).
+fn program6(node: &NodeContext, service_ports: Vec<ServicePortInfo>) -> Programming {
+    let cluster = ClusterState {
+        ip_family: IpFamily::Ipv6,
+        cluster_cidr: cidr("fd00:10:180::/48"),
+        service_cidr: cidr("2020::/112"),
+        ..cluster_with(fake_options(), service_ports)
+    };
+    KubeProxyIpvs.program(&cluster, node).expect("program")
+}
+
+/// TestNodePortIPv6 "1 service with node port, has 2 endpoints": the IPv6 proxier makes IPv6
+/// virtual servers (`toIPVSService`: AF_INET6, netmask 128) for the ClusterIP and the IPv6 node
+/// IP with the IPv6 endpoint; its ipsets are `family inet6` with `KUBE-6-` names, its rules
+/// match those and return `::1/128` sources first, and the ClusterIP is bound to kube-ipvs0 as
+/// an IPv6 address.
+#[test]
+fn ipv6_node_port_with_endpoints() {
+    let mut sp = node_port(svc("svc1", "2020::1", Protocol::Tcp, 80), 3001);
+    sp.endpoints = vec![ep("1002:ab8::2:10", 80, None)];
+    let p = program6(&node6(&["2001:db8::1:1"]), vec![sp]);
+
+    assert_eq!(p.ipvs.len(), 2);
+    assert_eq!(rs(&p, key("2020::1", 80, TCP)), ["[1002:ab8::2:10]:80"]);
+    assert_eq!(
+        rs(&p, key("2001:db8::1:1", 3001, TCP)),
+        ["[1002:ab8::2:10]:80"]
+    );
+    assert!(p.ipvs.iter().all(|v| v.service.netmask_prefix == 128));
+    assert_eq!(set(&p, "KUBE-6-CLUSTER-IP"), ["2020::1,tcp:80"]);
+    assert_eq!(set(&p, "KUBE-6-NODE-PORT-TCP"), ["3001"]);
+    assert_eq!(set(&p, "KUBE-6-IPVS-IPS"), ["2020::1"]);
+    assert!(p.ipsets.iter().all(|s| s.name.starts_with("KUBE-6-")));
+    let cluster_ip_set = p.ipsets.iter().find(|s| s.name == "KUBE-6-CLUSTER-IP");
+    assert_eq!(
+        cluster_ip_set.map(|s| s.create_options.as_str()),
+        Some("family inet6 hashsize 1024 maxelem 65536")
+    );
+    assert_eq!(
+        chain(&p, "KUBE-SERVICES"),
+        rules(&[
+            ("RETURN", ""),
+            ("KUBE-MARK-MASQ", "KUBE-6-CLUSTER-IP"),
+            ("KUBE-NODE-PORT", ""),
+            ("ACCEPT", "KUBE-6-CLUSTER-IP"),
+        ])
+    );
+    assert_eq!(
+        chain_lines(&p, "KUBE-SERVICES")[0],
+        "-A KUBE-SERVICES -s ::1/128 -j RETURN"
+    );
+    assert_eq!(
+        chain(&p, "KUBE-NODE-PORT"),
+        rules(&[
+            ("KUBE-MARK-MASQ", "KUBE-6-NODE-PORT-TCP"),
+            ("ACCEPT", "KUBE-6-HEALTH-CHECK-NODE-PORT")
+        ])
+    );
+    assert!(chain_lines(&p, "KUBE-IPVS-FILTER")
+        .iter()
+        .all(|l| !l.contains("--match-set KUBE-") || l.contains("--match-set KUBE-6-")));
+    assert_eq!(p.kube_ipvs0_addresses(), [ip("2020::1")]);
+    // cleanLegacyService of the IPv6 proxier: "Not our family" leaves IPv4 services alone.
+    assert_eq!(
+        p.ipvs_delete_others,
+        BTreeMap::from([(IpFamily::Ipv6, vec![])])
+    );
+}
+
+/// TestNodePortIPv6 "service has node port but no endpoints": both virtual servers, "no real
+/// servers corresponding to no endpoints".
+#[test]
+fn ipv6_node_port_without_endpoints() {
+    let sp = node_port(svc("svc1", "2020::1", Protocol::Tcp, 80), 3001);
+    let p = program6(&node6(&["2001:db8::1:1"]), vec![sp]);
+    assert_eq!(p.ipvs.len(), 2);
+    assert!(p.ipvs.iter().all(|v| v.destinations.is_empty()));
+    vs(&p, key("2001:db8::1:1", 3001, TCP));
+}
+
+/// TestNodePortIPv6 "node port service with protocol sctp on a node with multiple nodeIPs":
+/// one virtual server and one KUBE-6-NODE-PORT-SCTP-HASH entry per IPv6 node IP.
+#[test]
+fn ipv6_node_port_sctp_on_every_node_ip() {
+    let mut sp = node_port(svc("svc1", "2020::1", Protocol::Sctp, 80), 3001);
+    sp.endpoints = vec![ep("2001::1", 80, None)];
+    let p = program6(&node6(&["2001:db8::1:1", "2001:db8::1:2"]), vec![sp]);
+    let sctp = ipvs_genl::Protocol::Sctp;
+    for addr in ["2001:db8::1:1", "2001:db8::1:2"] {
+        assert_eq!(rs(&p, key(addr, 3001, sctp)), ["[2001::1]:80"]);
+    }
+    assert_eq!(rs(&p, key("2020::1", 80, sctp)), ["[2001::1]:80"]);
+    assert_eq!(p.ipvs.len(), 3);
+    assert_eq!(
+        set(&p, "KUBE-6-NODE-PORT-SCTP-HASH"),
+        ["2001:db8::1:1,sctp:3001", "2001:db8::1:2,sctp:3001"]
+    );
+}
+
+/// TestIPv6Proxier "2 services with Cluster IP, each with endpoints": of an IPv4 and an IPv6
+/// Service the IPv6 proxier programs the IPv6 one only (resolution hands it that one).
+#[test]
+fn ipv6_cluster_ip_service() {
+    let mut sp = svc("svc2", "1002:ab8::2:1", Protocol::Tcp, 8080);
+    sp.endpoints = vec![ep("1009:ab8::5:6", 8080, None)];
+    let p = program6(&node6(&["2001:db8::1"]), vec![sp]);
+    assert_eq!(p.ipvs.len(), 1);
+    assert_eq!(
+        rs(&p, key("1002:ab8::2:1", 8080, TCP)),
+        ["[1009:ab8::5:6]:8080"]
+    );
 }
 
 /// TestNodePortIPv4 "1 UDP service with node port, does not have endpoints": "no real servers
@@ -403,7 +533,7 @@ fn load_balancer_source_ranges() {
         "-A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment \"Kubernetes service load balancer ip + port + source cidr for packet filter purpose\" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-CIDR dst,dst,src -j RETURN"
     );
     // The LB VIP is bound (it is not a node address).
-    assert_eq!(p.ipvs_addresses, [ip("1.2.3.4"), ip("10.20.30.41")]);
+    assert_eq!(p.kube_ipvs0_addresses(), [ip("1.2.3.4"), ip("10.20.30.41")]);
 }
 
 /// TestLoadBalancerSourceRanges' allowFromNode branch: a range containing the node IP adds the
@@ -591,7 +721,11 @@ fn empty_cluster_writes_only_unconditional_rules() {
     );
     assert_eq!(chain(&p, "KUBE-IPVS-FILTER").len(), 6);
     assert!(p.ipvs.is_empty());
-    assert!(p.ipvs_addresses.is_empty());
+    assert_eq!(
+        p.ipvs_addresses,
+        Some(vec![]),
+        "kube-ipvs0 stays, with no address"
+    );
 }
 
 /// TestExternalIPs: eTP Cluster external IPs go to KUBE-EXTERNAL-IP, are bound to kube-ipvs0
@@ -616,7 +750,10 @@ fn external_ips_cluster_policy() {
         rs(&p, key("50.60.70.81", 80, UDP)),
         ["10.180.0.1:80", "10.180.1.1:80"]
     );
-    assert_eq!(p.ipvs_addresses, [ip("10.20.30.41"), ip("50.60.70.81")]);
+    assert_eq!(
+        p.kube_ipvs0_addresses(),
+        [ip("10.20.30.41"), ip("50.60.70.81")]
+    );
     assert_eq!(set(&p, "KUBE-IPVS-IPS"), ["10.20.30.41", "50.60.70.81"]);
 }
 
@@ -807,7 +944,7 @@ fn multi_port_service_binds_one_address() {
     port3.port_name = "port3".into();
     let p = program(vec![port1, port2, port3]);
     assert_eq!(p.ipvs.len(), 3);
-    assert_eq!(p.ipvs_addresses, [ip("172.16.55.4")]);
+    assert_eq!(p.kube_ipvs0_addresses(), [ip("172.16.55.4")]);
     assert_eq!(set(&p, "KUBE-IPVS-IPS"), ["172.16.55.4"]);
 }
 
@@ -1158,7 +1295,7 @@ pub(super) fn render(p: &Programming) -> String {
         }
     }
     let _ = writeln!(out, "\n# kube-ipvs0");
-    for a in &p.ipvs_addresses {
+    for a in p.kube_ipvs0_addresses() {
         let _ = writeln!(out, "{a}/32");
     }
     let _ = writeln!(out, "\n# sysctls");
@@ -1335,14 +1472,21 @@ fn ipvs_timeouts_only_when_set() {
 #[test]
 fn other_ipvs_services_are_deleted_except_excluded_cidrs() {
     let sp = svc("svc1", "10.20.30.41", Protocol::Tcp, 80);
-    assert_eq!(program(vec![sp.clone()]).ipvs_delete_others, Some(vec![]));
+    assert_eq!(
+        program(vec![sp.clone()]).ipvs_delete_others,
+        BTreeMap::from([(IpFamily::Ipv4, vec![])])
+    );
+    // `--ipvs-exclude-cidrs` of the other family keep nothing of this one's.
     let options = ProxierOptions {
-        ipvs_exclude_cidrs: vec!["192.168.1.0/24".parse().unwrap()],
+        ipvs_exclude_cidrs: vec![
+            "192.168.1.0/24".parse().unwrap(),
+            "fd00:1::/64".parse().unwrap(),
+        ],
         ..fake_options()
     };
     let p = program_with(options, &node(), vec![sp]);
     assert_eq!(
         p.ipvs_delete_others,
-        Some(vec!["192.168.1.0/24".parse().unwrap()])
+        BTreeMap::from([(IpFamily::Ipv4, vec!["192.168.1.0/24".parse().unwrap()])])
     );
 }
