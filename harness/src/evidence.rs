@@ -14,6 +14,7 @@ pub mod excerpt;
 use crate::netns::Netns;
 use crate::probe::{ProbePlan, Source};
 use crate::programming::kube_ipvs0::{self, DeviceState};
+use crate::programming::tools::Xtables;
 use crate::programming::{effective_state, EffectiveState, ReadOptions};
 use crate::scenario::{Expectation, Probe, ProbeSource, ProbeTarget, Scenario, TargetPort, Via};
 use crate::topology::naming::{mac_for, BRIDGE_IF, UNDERLAY_IF};
@@ -70,6 +71,8 @@ struct NodeState {
     ipvs: Result<Option<(Info, Vec<TableEntry>)>, String>,
     /// `iptables-save -c`, for the counters of the rules shown.
     counters: Result<String, String>,
+    /// `ip6tables-save -c`, where the node has ip6tables (a dual-stack one).
+    counters6: Result<String, String>,
 }
 
 fn read_node(ns: &Netns) -> NodeState {
@@ -82,11 +85,20 @@ fn read_node(ns: &Netns) -> NodeState {
         },
     };
     let opts = ReadOptions::default();
+    let effective = effective_state(ns, &opts).map_err(|e| e.to_string());
+    let saved = |family: Xtables| {
+        crate::programming::tools::run(ns, family.save(opts.backend), &["-c"], None)
+            .map_err(|e| format!("reading {} rule counters: {e}", family.save(opts.backend)))
+    };
+    let counters6 = match &effective {
+        Ok(eff) if !eff.ip6tables.is_empty() => saved(Xtables::Ip6),
+        _ => Ok(String::new()),
+    };
     NodeState {
-        effective: effective_state(ns, &opts).map_err(|e| e.to_string()),
+        effective,
         ipvs,
-        counters: crate::programming::tools::run(ns, opts.backend.save(), &["-c"], None)
-            .map_err(|e| format!("reading rule counters: {e}")),
+        counters: saved(Xtables::Ip),
+        counters6,
     }
 }
 
@@ -156,10 +168,16 @@ impl<'a> Collector<'a> {
                         shown
                     }
                 };
-                // The IPv6 proxier's rules, without counters (those are read from
-                // `iptables-save -c` only).
+                // The IPv6 proxier's rules, with their counters from `ip6tables-save -c`.
                 let shown6 = excerpt::iptables_excerpt(&eff.ip6tables, &eff.ipsets, targets);
                 if !shown6.is_empty() {
+                    let shown6 = match &state.counters6 {
+                        Ok(save) => counters::annotate(&shown6, save),
+                        Err(e) => {
+                            ev.errors.push(e.clone());
+                            shown6
+                        }
+                    };
                     ev.iptables.push_str(&format!("# ip6tables\n{shown6}"));
                 }
                 ev.ipsets = excerpt::ipset_excerpt(&eff.ipsets, targets);

@@ -292,6 +292,59 @@ fn replay_of_a_dual_stack_iptables_node_reproduces_both_families() {
     );
 }
 
+/// A dual-stack IPVS-mode node: its capture holds IPv6 virtual servers (`ipvsadm -Sn`), the
+/// `family inet6` KUBE-6- sets (`ipset save`), the /128 kube-ipvs0 address (`ip -o addr`) and
+/// ip6tables; the replay puts all of them back.
+#[test]
+fn needs_ipvs_replay_of_a_dual_stack_ipvs_node_reproduces_both_families() {
+    kpct::caps::require_ipvs();
+    let s = kpct::scenario::load(Path::new("../scenarios/dual-stack-clusterip.yaml")).unwrap();
+    let cluster = kpct::scenario::cluster_state(&s);
+    let node = kpct::scenario::node_context(&s, "node-a").unwrap();
+    let p = kpct::proxier::families::program_node(
+        &kpct::proxier::kube_proxy_ipvs::KubeProxyIpvs,
+        &cluster,
+        &node,
+    )
+    .expect("program");
+    let live = netns("live-dual-ipvs");
+    applier()
+        .apply(&live, "node-a", &p, None)
+        .expect("apply reference programming");
+    let opts = ReadOptions::for_programming(&p);
+    let live_state = read(&live, &opts);
+    assert_eq!(live_state.diff_against(&p), vec![]);
+
+    let dir = scratch_dir("replay-dual-ipvs");
+    replay::capture(&live, "node-a", &dir, Default::default()).expect("capture");
+    let file = |name: &str| std::fs::read_to_string(dir.join("node-a").join(name)).unwrap();
+    assert!(file(replay::IPVS_FILE).contains("-A -t [fd00:10:96::a]:80"));
+    assert!(file(replay::IPSET_FILE).contains("create KUBE-6-CLUSTER-IP hash:ip,port family inet6"));
+    assert!(file(replay::ADDRESSES_FILE).contains("inet6 fd00:10:96::a/128"));
+    let fresh = netns("fresh-dual-ipvs");
+    let (_, replayed) = Replay::new(&dir)
+        .sync_node(&fresh, "node-a", &applier())
+        .expect("replay");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        (
+            &replayed.ipvs,
+            &replayed.ipsets,
+            &replayed.kube_ipvs0,
+            &replayed.iptables,
+            &replayed.ip6tables
+        ),
+        (
+            &live_state.ipvs,
+            &live_state.ipsets,
+            &live_state.kube_ipvs0,
+            &live_state.iptables,
+            &live_state.ip6tables
+        ),
+        "replayed:\n{replayed}\nlive:\n{live_state}"
+    );
+}
+
 /// An nftables-mode node captured (`nft list ruleset`, beside iptables-nft's own tables) and
 /// replayed into a fresh namespace holds the same tables; replayed over a node holding other
 /// nftables tables, it replaces them.

@@ -43,8 +43,8 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
         &[],
     ),
     ("harness/src/programming/rollback.rs", "backend.save()", &[]),
-    // The rule counters of a failing probe's evidence (`iptables-save -c`).
-    ("harness/src/evidence.rs", "opts.backend.save()", &[]),
+    // The rule counters of a failing probe's evidence (`iptables-save -c`, `ip6tables-save -c`).
+    ("harness/src/evidence.rs", "family.save(opts.backend)", &[]),
     (
         "harness/src/programming/rollback.rs",
         "family.restore(backend)",

@@ -207,6 +207,45 @@ fn report_of_a_failing_run_shows_expectation_observation_and_kernel_state() {
     });
 }
 
+/// A failing IPv6 probe's evidence shows the IPv6 proxier's ip6tables rules with their packet
+/// counters from `ip6tables-save -c`: every IPv6 SYN of the probe took the NodePort path.
+#[test]
+fn evidence_of_an_ipv6_probe_shows_ip6tables_rules_with_counters() {
+    let scenario = kpct::scenario::load(Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../scenarios/ipv6-nodeport-external.yaml"
+    )))
+    .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let broken = rt
+        .block_on(kpct::run::run_scenario(
+            &scenario,
+            &Mutated {
+                name: BROKEN,
+                inner: "kube-proxy-iptables",
+                mutate: drop_postrouting_masquerade,
+            },
+            probe_timeout(),
+        ))
+        .unwrap();
+    assert!(!broken.violations.is_empty(), "the mutation is caught");
+    let node_a = broken
+        .evidence
+        .iter()
+        .flat_map(|p| &p.nodes)
+        .find(|n| n.node == "node-a")
+        .unwrap_or_else(|| panic!("no evidence of node-a: {:#?}", broken.evidence));
+    let (_, ip6) = node_a
+        .iptables
+        .split_once("# ip6tables\n")
+        .unwrap_or_else(|| panic!("no ip6tables excerpt:\n{}", node_a.iptables));
+    let syn =
+        regex::Regex::new(r"(?m)^\[[1-9][0-9]*:[0-9]+\] -A KUBE-NODEPORTS -p tcp .*--dport 30080")
+            .unwrap();
+    assert!(syn.is_match(ip6), "{ip6}");
+    assert!(node_a.errors.is_empty(), "{:?}", node_a.errors);
+}
+
 #[test]
 fn report_of_passing_runs_says_all_passed() {
     let r = real();

@@ -60,7 +60,7 @@ pub fn drop_postrouting_masquerade(p: &mut Programming) -> anyhow::Result<()> {
     nat.rules.retain(|r| {
         !(r.starts_with("-A KUBE-POSTROUTING")
             && r.contains("-j MASQUERADE")
-            && !r.contains("KUBE-LOOP-BACK"))
+            && !r.contains("-LOOP-BACK"))
     });
     assert_eq!(
         before - 1,
