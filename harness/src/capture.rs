@@ -63,25 +63,31 @@ impl Frame {
     /// The flow of this frame, if it is IPv4 or IPv6 (IPv6 with no extension header: its
     /// next header is the transport's).
     pub fn flow(&self) -> Option<Flow> {
+        let (protocol, src, dst, l4) = self.ip_layer()?;
+        flow_of(protocol, src, dst, &l4)
+    }
+
+    /// The IPv4 or IPv6 header's transport protocol and addresses, and its payload.
+    fn ip_layer(&self) -> Option<(IpNextHeaderProtocol, IpAddr, IpAddr, Vec<u8>)> {
         let eth = EthernetPacket::new(&self.bytes)?;
         match eth.get_ethertype() {
             EtherTypes::Ipv4 => {
                 let ip = Ipv4Packet::new(eth.payload())?;
-                flow_of(
+                Some((
                     ip.get_next_level_protocol(),
                     IpAddr::V4(ip.get_source()),
                     IpAddr::V4(ip.get_destination()),
-                    ip.payload(),
-                )
+                    ip.payload().to_vec(),
+                ))
             }
             EtherTypes::Ipv6 => {
                 let ip = Ipv6Packet::new(eth.payload())?;
-                flow_of(
+                Some((
                     ip.get_next_header(),
                     IpAddr::V6(ip.get_source()),
                     IpAddr::V6(ip.get_destination()),
-                    ip.payload(),
-                )
+                    ip.payload().to_vec(),
+                ))
             }
             _ => None,
         }
@@ -92,17 +98,14 @@ impl Frame {
         self.vxlan_inner(vxlan_port)?.flow()
     }
 
-    /// For a VXLAN-encapsulated frame (UDP to `vxlan_port`), the inner Ethernet frame.
+    /// For a VXLAN-encapsulated frame (UDP to `vxlan_port`, over IPv4 or IPv6), the inner
+    /// Ethernet frame.
     pub fn vxlan_inner(&self, vxlan_port: u16) -> Option<Frame> {
-        let eth = EthernetPacket::new(&self.bytes)?;
-        if eth.get_ethertype() != EtherTypes::Ipv4 {
+        let (protocol, _, _, l4) = self.ip_layer()?;
+        if protocol != IpNextHeaderProtocols::Udp {
             return None;
         }
-        let ip = Ipv4Packet::new(eth.payload())?;
-        if ip.get_next_level_protocol() != IpNextHeaderProtocols::Udp {
-            return None;
-        }
-        let udp = UdpPacket::new(ip.payload())?;
+        let udp = UdpPacket::new(&l4)?;
         if udp.get_destination() != vxlan_port {
             return None;
         }

@@ -46,6 +46,11 @@ impl ClusterState {
         std::iter::once(self).chain(self.ipv6.as_deref())
     }
 
+    /// The state of `family`'s proxier, if the cluster has that family.
+    pub fn of(&self, family: crate::scenario::IpFamily) -> Option<&ClusterState> {
+        self.families().find(|c| c.ip_family == family)
+    }
+
     /// Every healthCheckNodePort of either family: the ports kube-proxy's health server
     /// listens on.
     pub fn health_check_node_ports(&self) -> std::collections::BTreeSet<u16> {

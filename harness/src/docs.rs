@@ -31,13 +31,16 @@ fn yaml_files(repo: &Path, dir: &str) -> Result<Vec<std::path::PathBuf>> {
 /// The markdown table for the scenarios under `repo`.
 pub fn scenario_table(repo: &Path) -> Result<String> {
     let files = yaml_files(repo, "scenarios")?;
-    let mut dual_stack_count = 0;
+    let (mut dual_stack_count, mut ipv6_only_count) = (0, 0);
     let mut out =
         String::from("| scenario | behaviour checked | proxiers passing |\n|---|---|---|\n");
     for file in &files {
         let s = crate::scenario::load(file).map_err(|e| anyhow::anyhow!("{e}"))?;
-        if crate::scenario::cluster_state(&s).ipv6.is_some() {
+        let state = crate::scenario::cluster_state(&s);
+        if state.ipv6.is_some() {
             dual_stack_count += 1;
+        } else if state.ip_family == crate::scenario::IpFamily::Ipv6 {
+            ipv6_only_count += 1;
         }
         let passing: Vec<&str> = BUILTIN
             .iter()
@@ -61,7 +64,8 @@ pub fn scenario_table(repo: &Path) -> Result<String> {
         ));
     }
     out.push_str(&format!(
-        "\n{} scenarios, {dual_stack_count} of them in dual-stack clusters.\n",
+        "\n{} scenarios, {dual_stack_count} of them in dual-stack clusters and {ipv6_only_count} in \
+         IPv6-only ones.\n",
         files.len()
     ));
     Ok(out)

@@ -72,6 +72,10 @@ pub struct NodeSummary {
     pub ipvs_real_servers: usize,
     pub ipsets: usize,
     pub iptables_rules: usize,
+    /// Rules of the IPv6 proxier's ip6tables (dual-stack and IPv6-only nodes); left out when
+    /// there are none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ip6tables_rules: usize,
     /// Lines of the `nft -f` transaction the node's sync wrote (built-ins), or of the
     /// nftables tables it holds (`exec:`, `replay:`); left out when there are none.
     #[serde(skip_serializing_if = "is_zero")]
@@ -145,7 +149,10 @@ pub fn node_addresses(topo: &Topology) -> Vec<NodeAddress> {
                 label: format!("{} {UNDERLAY_IF}", node.name),
             });
         }
-        let gateways = std::iter::once(IpAddr::V4(node.gateway_ip()))
+        let gateways = node
+            .gateway_ip()
+            .map(IpAddr::V4)
+            .into_iter()
             .chain(node.gateway_ip_v6().map(IpAddr::V6));
         for ip in gateways {
             out.push(NodeAddress {
@@ -153,8 +160,11 @@ pub fn node_addresses(topo: &Topology) -> Vec<NodeAddress> {
                 label: format!("{} {BRIDGE_IF}", node.name),
             });
         }
-        let vteps =
-            std::iter::once(IpAddr::V4(node.vtep_ip())).chain(node.vtep_ip_v6().map(IpAddr::V6));
+        let vteps = node
+            .vtep_ip()
+            .map(IpAddr::V4)
+            .into_iter()
+            .chain(node.vtep_ip_v6().map(IpAddr::V6));
         for ip in vteps {
             out.push(NodeAddress {
                 ip,
@@ -177,6 +187,7 @@ fn summarize(node: &NodeNs, p: &Programming) -> NodeSummary {
         ipvs_real_servers: p.ipvs.iter().map(|v| v.destinations.len()).sum(),
         ipsets: p.ipsets.len(),
         iptables_rules: p.iptables.values().map(|t| t.rule_lines().count()).sum(),
+        ip6tables_rules: p.ip6tables.values().map(|t| t.rule_lines().count()).sum(),
         nft_lines: p.nft.lines.len(),
         ipvs_timeouts: p.ipvs_timeouts.as_ref().map(timeouts_summary),
     }
@@ -188,12 +199,8 @@ fn summarize(node: &NodeNs, p: &Programming) -> NodeSummary {
 /// node address), so a probe naming an address rather than a Service is judged the same way.
 fn candidate_backends(cluster: &ClusterState, scenario: &Scenario, probe: &Probe) -> usize {
     // The state of the probe's family: that family's proxier is the one that answers it.
-    let cluster = match scenario.probe_family(probe) {
-        crate::scenario::IpFamily::Ipv4 => cluster,
-        crate::scenario::IpFamily::Ipv6 => match cluster.ipv6.as_deref() {
-            Some(v6) => v6,
-            None => return 1,
-        },
+    let Some(cluster) = cluster.of(scenario.probe_family(probe)) else {
+        return 1;
     };
     let port = match (&probe.to.service, probe.to.ip, probe.to.dport) {
         (Some(wanted), _, _) => {
@@ -479,6 +486,7 @@ fn summarize_effective(node: &NodeNs, state: &EffectiveState) -> NodeSummary {
             .map_or(0, |t| t.servers.iter().map(|v| v.destinations.len()).sum()),
         ipsets: state.ipsets.len(),
         iptables_rules: state.iptables.values().map(|t| t.rules.len()).sum(),
+        ip6tables_rules: state.ip6tables.values().map(|t| t.rules.len()).sum(),
         nft_lines: state.nft.values().map(Vec::len).sum(),
         ipvs_timeouts: state
             .ipvs
@@ -754,9 +762,17 @@ fn resync_nodes<P: NodeProgrammer + ?Sized>(
     for node in topo.nodes() {
         let ctx = scenario::node_context(state, &node.name)
             .with_context(|| format!("node {} is not in the scenario", node.name))?;
-        let chains = existing_chains(node, crate::programming::tools::Xtables::Ip)?;
-        // A node of an IPv4 scenario has no IPv6 proxier to read them.
-        let ip6_chains = if ctx.ipv6.is_some() {
+        // Only a node with a proxier of the family has its chains to read.
+        let has = |family| {
+            crate::scenario::IpFamily::of(ctx.node_ip) == family
+                || (ctx.ipv6.is_some() && family == crate::scenario::IpFamily::Ipv6)
+        };
+        let chains = if has(crate::scenario::IpFamily::Ipv4) {
+            existing_chains(node, crate::programming::tools::Xtables::Ip)?
+        } else {
+            Default::default()
+        };
+        let ip6_chains = if has(crate::scenario::IpFamily::Ipv6) {
             existing_chains(node, crate::programming::tools::Xtables::Ip6)?
         } else {
             Default::default()

@@ -898,3 +898,39 @@ print("*nft\n%s\nCOMMIT" % "\n".join(lines))
         run.violations
     );
 }
+
+/// In an IPv6-only cluster an `exec:` proxier's document is the IPv6 proxier's view at the top
+/// (`ipFamily: IPv6`, no `ipv6` key), and its `*ip6:nat` section goes to ip6tables-restore. This
+/// one spreads the ClusterIP over its ready endpoints with ip6tables DNAT rules: the probe
+/// reaches both backends.
+#[test]
+fn an_exec_proxier_programs_an_ipv6_only_cluster_through_ip6tables() {
+    let dir = scratch_dir("exec-ipv6-only");
+    let proxier = script_proxier(
+        &dir,
+        "ip6tables.py",
+        r#"#!/usr/bin/python3
+import json, sys
+inp = json.load(sys.stdin)
+cluster, node = inp["cluster"], inp["node"]
+assert cluster["ipFamily"] == "IPv6" and "ipv6" not in cluster and "ipv6" not in node, inp
+assert node["nodeIP"].startswith("fd00:192:168:1::"), node
+rules = [":PREROUTING ACCEPT [0:0]", ":KPCT-SVC - [0:0]", "-A PREROUTING -j KPCT-SVC"]
+for sp in cluster["servicePorts"]:
+    ready = [e for e in sp["endpoints"] if e["ready"]]
+    for i, e in enumerate(ready):
+        left = len(ready) - i
+        spread = "" if left == 1 else "-m statistic --mode random --probability %.10f " % (1.0 / left)
+        rules.append("-A KPCT-SVC -d %s/128 -p %s --dport %d %s-j DNAT --to-destination [%s]:%d" % (
+            sp["clusterIP"], sp["protocol"].lower(), sp["port"], spread, e["ip"], e["port"]))
+print("*ip6:nat\n%s\nCOMMIT" % "\n".join(rules))
+"#,
+    );
+    let s = kpct::scenario::load(Path::new(
+        "../scenarios/ipv6-only-clusterip-cross-node.yaml",
+    ))
+    .unwrap();
+    let run = run_with(&s, &proxier);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(run.violations, Vec::<String>::new());
+}

@@ -69,17 +69,18 @@ async fn needs_ipvs_virtual_server_in_a_node_netns_translates_real_packets() {
 
     let node_b = topo.node("node-b").unwrap();
     let mut at_b1 = Capture::open(&node_b.netns, &b1.host_veth).unwrap();
-    let server = udp_socket(&b1.netns, SocketAddrV4::new(b1.ip, 5353), WAIT);
-    let client = udp_socket(&a1.netns, SocketAddrV4::new(a1.ip, 40000), WAIT);
+    let (a1_ip, b1_ip) = (a1.ip.unwrap(), b1.ip.unwrap());
+    let server = udp_socket(&b1.netns, SocketAddrV4::new(b1_ip, 5353), WAIT);
+    let client = udp_socket(&a1.netns, SocketAddrV4::new(a1_ip, 40000), WAIT);
 
     client
         .send_to(b"query", SocketAddrV4::new(VIP, 53))
         .unwrap();
     let dnat = Flow {
         protocol: 17,
-        src: a1.ip.into(),
+        src: a1_ip.into(),
         sport: 40000,
-        dst: b1.ip.into(),
+        dst: b1_ip.into(),
         dport: 5353,
     };
     let seen = at_b1.wait_for(WAIT, |f| {

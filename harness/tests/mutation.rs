@@ -741,6 +741,29 @@ async fn needs_ipvs_broken_ipv6_ipvs_programming_is_caught() {
     );
 }
 
+/// In an IPv6-only cluster the one proxier is the IPv6 one: a proxier that ignores IPv6
+/// programs nothing there, and every probe fails; iptables mode without its (ip6tables)
+/// MASQUERADE rule keeps the external client's source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_ipv6_proxiers_are_caught_in_an_ipv6_only_cluster() {
+    mutation_is_caught(
+        "ipv6-only-hairpin.yaml",
+        "kube-proxy-nftables",
+        ignore_ipv6,
+        &["to-itself"],
+        "to be reached",
+    )
+    .await;
+    mutation_is_caught(
+        "ipv6-only-nodeport-external.yaml",
+        "kube-proxy-iptables",
+        drop_postrouting_masquerade,
+        &["external-via-node-a"],
+        "expected source masqueraded",
+    )
+    .await;
+}
+
 /// iptables mode's IPv6 proxier writes ip6tables: without its MASQUERADE rule (the mutation
 /// runs on each family's programming, the IPv6 one's tables being the node's ip6tables), the
 /// external IPv6 probe keeps its source.

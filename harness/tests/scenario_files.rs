@@ -240,10 +240,24 @@ const BAD: &[(&str, &str)] = &[
         "dual-stack.yaml",
         "tests/fixtures/bad/dual-stack.yaml:10:27: topology.nodes[0].ip[1]: node IP fd00:1::10 is IPv6, and the underlay has no IPv6 range (write `underlay: IPv4-CIDR,IPv6-CIDR`)\n\
          tests/fixtures/bad/dual-stack.yaml:11:33: topology.nodes[0].podCIDR[1]: podCIDR fd00:99::/64 is not inside clusterCIDR fd00:10:244::/56\n\
+         tests/fixtures/bad/dual-stack.yaml:13:7: topology.nodes[1].ip: node `node-b` has no IPv6 address, and the cluster has IPv6 pods (its IPv6 proxier needs the node's address): write one address per family in `ips`\n\
          tests/fixtures/bad/dual-stack.yaml:14:7: topology.nodes[1].podCIDR: node `node-b` has no IPv6 podCIDR, and the cluster is dual-stack (clusterCIDR fd00:10:244::/56): write `podCIDRs: [IPv4-CIDR, IPv6-CIDR]`, as node IPAM allocates one of each\n\
+         tests/fixtures/bad/dual-stack.yaml:16:7: topology.nodes[2].ip: node `node-c` has no IPv6 address, and the cluster has IPv6 pods (its IPv6 proxier needs the node's address): write one address per family in `ips`\n\
          tests/fixtures/bad/dual-stack.yaml:19:33: topology.pods[0].ip: pod `a1` has no IPv6 address, and node `node-a` is dual-stack (podCIDR fd00:99::/64): write `ips: [IPv4, IPv6]`, as a dual-stack CNI gives each pod one of each\n\
          tests/fixtures/bad/dual-stack.yaml:20:52: topology.pods[1].ip[1]: pod IP fd00:10:244:3::1 is the gateway of fd00:10:244:3::/64 (the node's cni0 bridge)\n\
          tests/fixtures/bad/dual-stack.yaml:22:5: topology.external.ips: the second value must be IPv6, of the other family: `192.168.1.101` is not an IPv6 address",
+    ),
+    (
+        "ipv6-only.yaml",
+        "tests/fixtures/bad/ipv6-only.yaml:3:1: topology.serviceCIDR: serviceCIDR 10.96.0.0/12 has an IPv4 range, and the cluster has no IPv4 pods (clusterCIDR fd00:10:244::/56): write a serviceCIDR of the cluster's families\n\
+         tests/fixtures/bad/ipv6-only.yaml:8:22: topology.nodes[1].ip: node IP 192.168.1.11 is IPv4, and the underlay has no IPv4 range (write `underlay: IPv4-CIDR,IPv6-CIDR`)\n\
+         tests/fixtures/bad/ipv6-only.yaml:8:22: topology.nodes[1].ip: node `node-b` has no IPv6 address, and the cluster has IPv6 pods (its IPv6 proxier needs the node's address): write one address per family in `ips`\n\
+         tests/fixtures/bad/ipv6-only.yaml:10:32: topology.pods[0].ip: pod IP 10.244.1.10 is IPv4, and node `node-a` has no IPv4 podCIDR\n\
+         tests/fixtures/bad/ipv6-only.yaml:10:32: topology.pods[0].ip: pod `a1` has no IPv6 address, and node `node-a` has IPv6 pods only (podCIDR fd00:10:244:1::/64)\n\
+         tests/fixtures/bad/ipv6-only.yaml:15:7: services[0].spec.clusterIP: IPv6 is not configured on this cluster (topology.serviceCIDR has no IPv6 range)\n\
+         tests/fixtures/bad/ipv6-only.yaml:18:5: endpointSlices[0].addressType: the cluster has no IPv4 range (topology.clusterCIDR): no proxier reads an IPv4 slice (addressType is IPv4 unless written: write `addressType: IPv6`)\n\
+         tests/fixtures/bad/ipv6-only.yaml:21:21: endpointSlices[0].endpoints[0].addresses[0]: fd00:10:244:2::10 must be a valid IPv4 address (the slice's addressType)\n\
+         tests/fixtures/bad/ipv6-only.yaml:25:10: probes[0].to.ip: pod `b1` has no IPv4 address to send an IPv4 probe from",
     ),
     (
         "secondary-ips.yaml",

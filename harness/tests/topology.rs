@@ -7,7 +7,7 @@ use kpct::capture::{Capture, Flow};
 use kpct::scenario::Scenario;
 use kpct::topology::naming::VXLAN_PORT;
 use kpct::topology::Topology;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 const TWO_NODES_FOUR_PODS: &str = r#"
@@ -37,22 +37,23 @@ async fn pod_to_pod_across_nodes_goes_over_vxlan_and_replies() {
     let a1 = topo.pod("a1").unwrap();
     let b1 = topo.pod("b1").unwrap();
     let node_b = topo.node("node-b").unwrap();
+    let (a1_ip, b1_ip) = (a1.ip.unwrap(), b1.ip.unwrap());
 
     // Captures first, so the first packet cannot be missed.
     let mut on_b1_veth = Capture::open(&node_b.netns, &b1.host_veth).unwrap();
     let mut on_node_b_underlay = Capture::open(&node_b.netns, "eth0").unwrap();
 
-    let server = udp_socket(&b1.netns, SocketAddrV4::new(b1.ip, 8080), WAIT);
-    let client = udp_socket(&a1.netns, SocketAddrV4::new(a1.ip, 40000), WAIT);
+    let server = udp_socket(&b1.netns, SocketAddrV4::new(b1_ip, 8080), WAIT);
+    let client = udp_socket(&a1.netns, SocketAddrV4::new(a1_ip, 40000), WAIT);
 
     client
-        .send_to(b"probe", SocketAddrV4::new(b1.ip, 8080))
+        .send_to(b"probe", SocketAddrV4::new(b1_ip, 8080))
         .unwrap();
     let expected = Flow {
         protocol: 17,
-        src: a1.ip.into(),
+        src: a1_ip.into(),
         sport: 40000,
-        dst: b1.ip.into(),
+        dst: b1_ip.into(),
         dport: 8080,
     };
 
@@ -85,14 +86,76 @@ async fn pod_to_pod_across_nodes_goes_over_vxlan_and_replies() {
         .expect("b1 received the datagram");
     assert_eq!(
         (&buf[..n], from),
-        (&b"probe"[..], SocketAddrV4::new(a1.ip, 40000).into())
+        (&b"probe"[..], SocketAddrV4::new(a1_ip, 40000).into())
     );
     server.send_to(b"reply", from).unwrap();
     let (n, from) = client.recv_from(&mut buf).expect("a1 received the reply");
     assert_eq!(
         (&buf[..n], from),
-        (&b"reply"[..], SocketAddrV4::new(b1.ip, 8080).into())
+        (&b"reply"[..], SocketAddrV4::new(b1_ip, 8080).into())
     );
+}
+
+/// An IPv6-only cluster: the underlay and the pods are IPv6 only, and the VXLAN overlay runs
+/// over IPv6 outer headers (flannel's IPv6 vxlan backend): a pod's datagram to a pod on another
+/// node crosses the underlay as IPv6 UDP to port 8472 between the nodes' IPv6 addresses, and
+/// the reply comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_only_pods_talk_over_an_ipv6_vxlan_overlay() {
+    let scenario: Scenario = serde_yaml_ng::from_str(
+        r#"
+name: ipv6-only-overlay
+topology:
+  underlay: fd00:192:168:1::/64
+  clusterCIDR: fd00:10:244::/56
+  serviceCIDR: fd00:10:96::/112
+  nodes:
+    - { name: node-a, ip: "fd00:192:168:1::10", podCIDR: "fd00:10:244:1::/64" }
+    - { name: node-b, ip: "fd00:192:168:1::11", podCIDR: "fd00:10:244:2::/64" }
+  pods:
+    - { name: a1, node: node-a, ip: "fd00:10:244:1::10" }
+    - { name: b1, node: node-b, ip: "fd00:10:244:2::10" }
+"#,
+    )
+    .expect("test scenario parses");
+    kpct::scenario::validate(&scenario).expect("an IPv6-only topology is valid");
+    let topo = Topology::build(&scenario).await.expect("topology builds");
+    let (a1, b1) = (topo.pod("a1").unwrap(), topo.pod("b1").unwrap());
+    assert_eq!((a1.ip, b1.ip), (None, None), "no IPv4 pod address");
+    let node_b = topo.node("node-b").unwrap();
+    let mut on_node_b_underlay = Capture::open(&node_b.netns, "eth0").unwrap();
+    let a1_addr: SocketAddr = "[fd00:10:244:1::10]:40000".parse().unwrap();
+    let b1_addr: SocketAddr = "[fd00:10:244:2::10]:8080".parse().unwrap();
+    let server = udp_socket(&b1.netns, b1_addr, WAIT);
+    let client = udp_socket(&a1.netns, a1_addr, WAIT);
+    client.send_to(b"probe", b1_addr).unwrap();
+    let inner = Flow {
+        protocol: 17,
+        src: a1_addr.ip(),
+        sport: 40000,
+        dst: b1_addr.ip(),
+        dport: 8080,
+    };
+    let encapsulated = on_node_b_underlay
+        .wait_for(WAIT, |f| f.vxlan_inner_flow(VXLAN_PORT) == Some(inner))
+        .unwrap()
+        .expect("the datagram crossed the underlay inside VXLAN");
+    let outer = encapsulated.flow().unwrap();
+    assert_eq!(
+        (outer.src, outer.dst, outer.dport),
+        (
+            "fd00:192:168:1::10".parse::<std::net::IpAddr>().unwrap(),
+            "fd00:192:168:1::11".parse::<std::net::IpAddr>().unwrap(),
+            VXLAN_PORT
+        ),
+        "the outer header is IPv6, node-a -> node-b on the VXLAN port"
+    );
+    let mut buf = [0u8; 64];
+    let (n, from) = server.recv_from(&mut buf).expect("b1 received it");
+    assert_eq!((&buf[..n], from), (&b"probe"[..], a1_addr));
+    server.send_to(b"reply", from).unwrap();
+    let (n, from) = client.recv_from(&mut buf).expect("a1 received the reply");
+    assert_eq!((&buf[..n], from), (&b"reply"[..], b1_addr));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -251,6 +251,36 @@ fn trace_follows_an_ipv6_packet_through_the_ip6_table() {
     );
 }
 
+/// iptables mode's IPv6 proxier writes ip6tables; an IPv6 probe is traced with `nft monitor
+/// trace` (xtables-monitor 1.8.9 cannot print those rules): an IPv6-only cluster's NodePort SYN
+/// walks the ip6tables-nft nat chains to the IPv6 DNAT, and its conntrack entry is listed.
+#[test]
+fn trace_follows_an_ipv6_packet_through_ip6tables() {
+    let trace = trace(
+        "ipv6-only-nodeport-external.yaml",
+        "external-via-node-a",
+        "kube-proxy-iptables",
+    );
+    let path = request_path(&trace, "node-a");
+    assert_in_order(
+        &trace,
+        &path,
+        &[
+            "nat:PREROUTING",
+            "nat:KUBE-SERVICES",
+            "nat:KUBE-NODEPORTS",
+            "nat:KUBE-EXT-",
+            "[dnat to [fd00:10:244:2::",
+            "nat:KUBE-POSTROUTING [meta mark set mark xor 0x4000] [masquerade fully-random]",
+        ],
+    );
+    let text = trace.to_string();
+    assert!(
+        text.contains("dport=30080"),
+        "the IPv6 flow's conntrack entry: {text}"
+    );
+}
+
 #[test]
 fn trace_names_the_probes_of_a_scenario_when_one_is_unknown() {
     let err = try_trace(

@@ -123,9 +123,7 @@ pub fn scale_scenario(
         namespace: "default".into(),
         node: first_node.name.clone(),
         ip: DualIp::v4(
-            first_node
-                .pod_cidr
-                .v4
+            ipv4(first_node.pod_cidr.v4)?
                 .nth(250)
                 .context("the first node's podCIDR has no .250")?,
         ),
@@ -143,15 +141,12 @@ pub fn scale_scenario(
             .iter()
             .find(|p| p.name == pod_name(node, slot))
             .expect("synthetic_scenario names its pods pod-NODE-SLOT");
-        (pod.ip.v4, pod.node.clone())
+        (ipv4(pod.ip.v4), pod.node.clone())
     };
     let mut service_list = Vec::with_capacity(services);
     let mut slices = Vec::with_capacity(services);
     for s in 0..services {
-        let cluster_ip = scenario
-            .topology
-            .service_cidr
-            .v4
+        let cluster_ip = ipv4(scenario.topology.service_cidr.v4)?
             .nth(10 + s as u32)
             .context("service CIDR too small")?;
         service_list.push(Service {
@@ -193,13 +188,13 @@ pub fn scale_scenario(
             endpoints: (0..endpoints)
                 .map(|e| {
                     let (ip, node) = backend((s + e) % pod_count);
-                    Endpoint {
-                        addresses: vec![ip.into()],
+                    Ok(Endpoint {
+                        addresses: vec![ip?.into()],
                         conditions: EndpointConditions::default(),
                         node_name: Some(node),
-                    }
+                    })
                 })
-                .collect(),
+                .collect::<Result<_>>()?,
         });
     }
     scenario.services = service_list;
@@ -370,7 +365,7 @@ pub async fn run_one<P: Proxier + ?Sized>(
         .iter()
         .filter(|p| p.name != CLIENT_POD)
     {
-        let dst = SocketAddrV4::new(pod.ip.v4, TARGET_PORT);
+        let dst = SocketAddrV4::new(ipv4(pod.ip.v4)?, TARGET_PORT);
         client
             .netns
             .run(move || connect_and_read(dst, timeout))?
@@ -724,6 +719,11 @@ pub fn render(runs: &[ScaleRun], opts: &ScaleOptions) -> String {
     out
 }
 
+/// The IPv4 value of the synthetic cluster, which is IPv4 single-stack.
+fn ipv4<T>(value: Option<T>) -> Result<T> {
+    value.context("the scale benchmark's synthetic cluster is IPv4")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -752,7 +752,7 @@ mod tests {
             .topology
             .pods
             .iter()
-            .map(|p| (std::net::IpAddr::V4(p.ip.v4), p.node.as_str()))
+            .map(|p| (p.ip.primary(), p.node.as_str()))
             .collect();
         assert_eq!(pod_ips.len(), 31, "pod IPs are unique");
 

@@ -6,15 +6,19 @@ use super::{Proxier, Resync};
 use crate::cluster::{ClusterState, NodeContext};
 use crate::programming::nft::NftScript;
 use crate::programming::Programming;
+use crate::scenario::IpFamily;
 use anyhow::{bail, Context, Result};
 
 /// The first sync of a node: the IPv4 proxier's programming, with the IPv6 proxier's added
-/// where the cluster has IPv6 (`cluster.ipv6`).
+/// where the cluster has IPv6 (`cluster.ipv6`); an IPv6-only cluster's one IPv6 proxier's.
 pub fn program_node<P: Proxier + ?Sized>(
     proxier: &P,
     cluster: &ClusterState,
     node: &NodeContext,
 ) -> Result<Programming> {
+    if cluster.ip_family == IpFamily::Ipv6 {
+        return ipv6_alone(proxier.program(cluster, node)?);
+    }
     let mut programming = proxier.program(cluster, node)?;
     if let Some((cluster6, node6)) = ipv6_of(cluster, node)? {
         let v6 = proxier
@@ -32,6 +36,13 @@ pub fn resync_node<P: Proxier + ?Sized>(
     cluster: &ClusterState,
     node: &NodeContext,
 ) -> Result<Programming> {
+    if cluster.ip_family == IpFamily::Ipv6 {
+        let resync6 = Resync {
+            existing_chains: resync.existing_ip6_chains,
+            ..*resync
+        };
+        return ipv6_alone(proxier.resync(&resync6, cluster, node)?);
+    }
     let mut programming = proxier.resync(resync, cluster, node)?;
     if let Some((cluster6, node6)) = ipv6_of(cluster, node)? {
         let resync6 = Resync {
@@ -44,6 +55,14 @@ pub fn resync_node<P: Proxier + ?Sized>(
             .context("the IPv6 proxier")?;
         add_family(&mut programming, v6)?;
     }
+    Ok(programming)
+}
+
+/// The node's programming when its only proxier is the IPv6 one (an IPv6-only cluster): that
+/// proxier's `iptables` are the node's `ip6tables`, as on a dual-stack node.
+fn ipv6_alone(v6: Programming) -> Result<Programming> {
+    let mut programming = Programming::default();
+    add_family(&mut programming, v6)?;
     Ok(programming)
 }
 
@@ -126,4 +145,37 @@ fn add_family(into: &mut Programming, v6: Programming) -> Result<()> {
     }
     into.conntrack_cleanup.extend(v6.conntrack_cleanup);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proxier::kube_proxy_iptables::KubeProxyIptables;
+    use crate::proxier::kube_proxy_ipvs::KubeProxyIpvs;
+    use crate::proxier::test_cluster::{cluster6, ep, node6, svc};
+
+    /// An IPv6-only cluster's one proxier is the IPv6 one: what it writes as `iptables` is the
+    /// node's ip6tables, and nothing goes to iptables.
+    #[test]
+    fn an_ipv6_only_node_gets_ip6tables_only() {
+        let mut sp = svc("default", "web", "fd00:10:96::a");
+        sp.endpoints = vec![ep("fd00:10::20")];
+        let cluster = cluster6(vec![sp]);
+        for proxier in [&KubeProxyIptables as &dyn Proxier, &KubeProxyIpvs] {
+            let p = program_node(proxier, &cluster, &node6()).expect("program");
+            assert!(
+                p.iptables.is_empty(),
+                "{}: {:?}",
+                proxier.name(),
+                p.iptables
+            );
+            assert!(!p.ip6tables.is_empty(), "{}", proxier.name());
+        }
+        let p = program_node(&KubeProxyIpvs, &cluster, &node6()).expect("program");
+        assert_eq!(
+            p.kube_ipvs0_addresses(),
+            ["fd00:10:96::a".parse::<std::net::IpAddr>().unwrap()]
+        );
+        assert!(p.ipsets.iter().all(|s| s.name.starts_with("KUBE-6-")));
+    }
 }

@@ -150,12 +150,12 @@ fn prefix_len(p: &str) -> Result<u8, String> {
 serde_as_string!(Ipv4Cidr);
 serde_as_string!(Ipv6Cidr);
 
-/// One value per family: IPv4, and IPv6 for a dual-stack cluster. Written as one value, as a
-/// list of one or two, or (for ranges) comma-separated as Kubernetes' flags take them; IPv4
-/// comes first.
+/// One value per family, at least one: IPv4, IPv6, or both for a dual-stack cluster. Written
+/// as one value, as a list of one or two, or (for ranges) comma-separated as Kubernetes' flags
+/// take them; IPv4 comes first. Built by the constructors, which keep one family at least.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Dual<V4, V6> {
-    pub v4: V4,
+    pub v4: Option<V4>,
     pub v6: Option<V6>,
 }
 
@@ -166,23 +166,67 @@ pub type DualIp = Dual<Ipv4Addr, Ipv6Addr>;
 pub type DualCidr = Dual<Ipv4Cidr, Ipv6Cidr>;
 
 impl<V4, V6> Dual<V4, V6> {
+    /// An IPv4 value alone.
     pub fn v4(v4: V4) -> Self {
-        Dual { v4, v6: None }
+        Dual {
+            v4: Some(v4),
+            v6: None,
+        }
+    }
+
+    /// An IPv6 value alone (an IPv6-only cluster's).
+    pub fn v6_only(v6: V6) -> Self {
+        Dual {
+            v4: None,
+            v6: Some(v6),
+        }
+    }
+
+    /// The first family: IPv4 when there is an IPv4 value.
+    pub fn primary_family(&self) -> IpFamily {
+        if self.v4.is_some() {
+            IpFamily::Ipv4
+        } else {
+            IpFamily::Ipv6
+        }
+    }
+
+    /// Whether there is a value of `family`.
+    pub fn has(&self, family: IpFamily) -> bool {
+        match family {
+            IpFamily::Ipv4 => self.v4.is_some(),
+            IpFamily::Ipv6 => self.v6.is_some(),
+        }
+    }
+
+    /// Whether there are values of both families.
+    pub fn is_dual(&self) -> bool {
+        self.v4.is_some() && self.v6.is_some()
     }
 }
 
 impl DualIp {
-    /// Both addresses, IPv4 first.
+    /// The addresses, IPv4 first.
     pub fn all(&self) -> impl Iterator<Item = IpAddr> {
-        std::iter::once(IpAddr::V4(self.v4)).chain(self.v6.map(IpAddr::V6))
+        self.v4
+            .map(IpAddr::V4)
+            .into_iter()
+            .chain(self.v6.map(IpAddr::V6))
     }
 
     /// The address of `family`, if there is one.
     pub fn of(&self, family: IpFamily) -> Option<IpAddr> {
         match family {
-            IpFamily::Ipv4 => Some(IpAddr::V4(self.v4)),
+            IpFamily::Ipv4 => self.v4.map(IpAddr::V4),
             IpFamily::Ipv6 => self.v6.map(IpAddr::V6),
         }
+    }
+
+    /// The address of the first family.
+    pub fn primary(&self) -> IpAddr {
+        self.all()
+            .next()
+            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
     }
 }
 
@@ -190,7 +234,7 @@ impl DualCidr {
     /// The range of `family`, if there is one.
     pub fn of(&self, family: IpFamily) -> Option<IpCidr> {
         match family {
-            IpFamily::Ipv4 => Some(IpCidr::V4(self.v4)),
+            IpFamily::Ipv4 => self.v4.map(IpCidr::V4),
             IpFamily::Ipv6 => self.v6.map(IpCidr::V6),
         }
     }
@@ -198,9 +242,11 @@ impl DualCidr {
 
 impl<V4: std::fmt::Display, V6: std::fmt::Display> std::fmt::Display for Dual<V4, V6> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.v6 {
-            Some(v6) => write!(f, "{},{v6}", self.v4),
-            None => write!(f, "{}", self.v4),
+        match (&self.v4, &self.v6) {
+            (Some(v4), Some(v6)) => write!(f, "{v4},{v6}"),
+            (Some(v4), None) => write!(f, "{v4}"),
+            (None, Some(v6)) => write!(f, "{v6}"),
+            (None, None) => Ok(()),
         }
     }
 }
@@ -236,13 +282,15 @@ impl FamilyValue for Ipv6Cidr {
     }
 }
 
-/// Parses one or two items; the second, if any, must be of the other family.
+/// Parses one or two items: one of either family (IPv6 alone for an IPv6-only cluster), or
+/// IPv4 then IPv6.
 fn parse_dual<V4: FamilyValue, V6: FamilyValue>(items: &[String]) -> Result<Dual<V4, V6>, String> {
     match items {
-        [v4] => Ok(Dual::v4(v4_first(v4)?)),
+        [one] if one.contains(':') => Ok(Dual::v6_only(V6::parse_value(one.trim())?)),
+        [v4] => Ok(Dual::v4(V4::parse_value(v4.trim())?)),
         [v4, v6] => {
             Ok(Dual {
-                v4: v4_first(v4)?,
+                v4: Some(v4_first(v4)?),
                 v6: Some(V6::parse_value(v6.trim()).map_err(|e| {
                     format!("the second value must be IPv6, of the other family: {e}")
                 })?),
@@ -260,9 +308,7 @@ fn v4_first<V4: FamilyValue>(text: &str) -> Result<V4, String> {
     let text = text.trim();
     V4::parse_value(text).map_err(|e| {
         if text.contains(':') {
-            format!(
-                "`{text}` is IPv6: IPv4 comes first, and IPv6-only clusters are not supported yet"
-            )
+            format!("`{text}` is IPv6: of two values, IPv4 comes first")
         } else {
             e
         }
@@ -272,9 +318,11 @@ fn v4_first<V4: FamilyValue>(text: &str) -> Result<V4, String> {
 impl<V4: Serialize, V6: Serialize> Serialize for Dual<V4, V6> {
     /// A single-stack value as the plain value it always was, a dual-stack one as a list.
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match &self.v6 {
-            None => self.v4.serialize(s),
-            Some(v6) => (&self.v4, v6).serialize(s),
+        match (&self.v4, &self.v6) {
+            (Some(v4), Some(v6)) => (v4, v6).serialize(s),
+            (Some(v4), None) => v4.serialize(s),
+            (None, Some(v6)) => v6.serialize(s),
+            (None, None) => s.serialize_none(),
         }
     }
 }
@@ -346,8 +394,15 @@ mod tests {
             serde_json::to_string(&ips).unwrap(),
             "[\"10.0.0.1\",\"fd00::1\"]"
         );
+        // An IPv6-only cluster's values: IPv6 alone, written as before.
+        let v6: DualIp = serde_yaml_ng::from_str("\"fd00::1\"").unwrap();
+        assert_eq!(v6, DualIp::v6_only("fd00::1".parse().unwrap()));
+        assert_eq!(v6.primary_family(), IpFamily::Ipv6);
+        assert_eq!(serde_json::to_string(&v6).unwrap(), "\"fd00::1\"");
+        let v6: DualCidr = serde_yaml_ng::from_str("[\"fd00:10:244::/56\"]").unwrap();
+        assert_eq!(v6.to_string(), "fd00:10:244::/56");
         for (bad, says) in [
-            ("\"fd00::1\"", "IPv4 comes first"),
+            ("[\"fd00::1\", 10.0.0.1]", "IPv4 comes first"),
             ("[10.0.0.1, 10.0.0.2]", "must be IPv6"),
             ("[10.0.0.1, \"fd00::1\", \"fd00::2\"]", "at most two"),
             ("[]", "found none"),

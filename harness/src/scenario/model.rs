@@ -221,7 +221,7 @@ impl Node {
     /// secondary one).
     pub fn owns(&self, ip: impl Into<std::net::IpAddr>) -> bool {
         match ip.into() {
-            std::net::IpAddr::V4(v4) => self.ip.v4 == v4 || self.secondary_ips.contains(&v4),
+            std::net::IpAddr::V4(v4) => self.ip.v4 == Some(v4) || self.secondary_ips.contains(&v4),
             std::net::IpAddr::V6(v6) => self.ip.v6 == Some(v6),
         }
     }
@@ -722,7 +722,7 @@ impl Scenario {
                     .and_then(|svc| svc.cluster_ips().first().copied())
                     .map(IpFamily::of)
             })
-            .unwrap_or_default()
+            .unwrap_or_else(|| self.topology.cluster_cidr.primary_family())
     }
 }
 

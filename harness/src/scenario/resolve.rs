@@ -15,11 +15,15 @@ use std::net::IpAddr;
 /// The API server's default for `sessionAffinityConfig.clientIP.timeoutSeconds`.
 const DEFAULT_AFFINITY_TIMEOUT_SECONDS: u32 = 10800;
 
-/// The cluster as every node's IPv4 proxier sees it, with the IPv6 proxier's view in `ipv6`
-/// on a dual-stack cluster.
+/// The cluster as every node's proxier of the cluster's first family sees it (IPv4, or IPv6
+/// in an IPv6-only cluster), with the IPv6 proxier's view in `ipv6` on a dual-stack cluster.
 pub fn cluster_state(s: &Scenario) -> ClusterState {
-    let mut state = family_state(s, IpFamily::Ipv4).expect("every cluster has IPv4");
-    state.ipv6 = family_state(s, IpFamily::Ipv6).map(Box::new);
+    let primary = s.topology.cluster_cidr.primary_family();
+    let mut state = family_state(s, primary)
+        .expect("validation gives every node an address and podCIDR of each cluster family");
+    if primary == IpFamily::Ipv4 {
+        state.ipv6 = family_state(s, IpFamily::Ipv6).map(Box::new);
+    }
     state
 }
 
@@ -51,11 +55,14 @@ fn family_state(s: &Scenario, family: IpFamily) -> Option<ClusterState> {
     })
 }
 
-/// The node `node` as its own IPv4 proxier sees it, with its IPv6 proxier's view in `ipv6` on
-/// a dual-stack node; `None` if there is no such node.
+/// The node `node` as its own proxier of the cluster's first family sees it, with its IPv6
+/// proxier's view in `ipv6` on a dual-stack node; `None` if there is no such node.
 pub fn node_context(s: &Scenario, node: &str) -> Option<NodeContext> {
-    let mut ctx = node_context_for(s, node, IpFamily::Ipv4)?;
-    ctx.ipv6 = node_context_for(s, node, IpFamily::Ipv6).map(Box::new);
+    let primary = s.topology.cluster_cidr.primary_family();
+    let mut ctx = node_context_for(s, node, primary)?;
+    if primary == IpFamily::Ipv4 {
+        ctx.ipv6 = node_context_for(s, node, IpFamily::Ipv6).map(Box::new);
+    }
     Some(ctx)
 }
 

@@ -156,18 +156,24 @@ impl NetlinkNs {
     }
 
     /// A flannel-style VXLAN device: no learning (flannel programs FDB and neighbours itself).
+    /// Its outer family is `local`'s: an IPv6 one tunnels over IPv6, as flannel's IPv6 vxlan
+    /// backend does.
     pub async fn add_vxlan(
         &self,
         name: &str,
         mac: [u8; 6],
         vni: u32,
-        local: Ipv4Addr,
+        local: IpAddr,
         dev: &str,
         port: u16,
     ) -> Result<()> {
         let dev_index = self.index_of(dev).await?;
-        let msg = LinkVxlan::new(name, vni)
-            .local(local)
+        let msg = LinkVxlan::new(name, vni);
+        let msg = match local {
+            IpAddr::V4(v4) => msg.local(v4),
+            IpAddr::V6(v6) => msg.local6(v6),
+        };
+        let msg = msg
             .dev(dev_index)
             .port(port)
             .learning(false)
@@ -300,7 +306,7 @@ impl NetlinkNs {
 
     /// `bridge fdb append MAC dev DEV dst IP self permanent` — where the VXLAN device sends
     /// frames for a remote VTEP's MAC.
-    pub async fn add_fdb(&self, dev: &str, mac: [u8; 6], dst: Ipv4Addr) -> Result<()> {
+    pub async fn add_fdb(&self, dev: &str, mac: [u8; 6], dst: IpAddr) -> Result<()> {
         let index = self.index_of(dev).await?;
         let mut req = self
             .handle
@@ -309,7 +315,7 @@ impl NetlinkNs {
             .flags(NeighbourFlags::Own);
         req.message_mut()
             .attributes
-            .push(NeighbourAttribute::Destination(NeighbourAddress::Inet(dst)));
+            .push(NeighbourAttribute::Destination(NeighbourAddress::from(dst)));
         req.execute()
             .await
             .with_context(|| self.ctx(&format!("adding FDB entry on {dev} to {dst}")))

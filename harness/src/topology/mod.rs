@@ -28,22 +28,27 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 pub struct NodeNs {
     pub name: String,
-    pub ip: Ipv4Addr,
+    /// The node's IPv4 underlay address; none in an IPv6-only underlay.
+    pub ip: Option<Ipv4Addr>,
     /// Further eth0 addresses, added after `ip` so the kernel keeps `ip` primary.
     pub secondary_ips: Vec<Ipv4Addr>,
-    pub pod_cidr: Ipv4Cidr,
-    /// The node's IPv6 underlay address, in a dual-stack underlay.
+    /// The IPv4 podCIDR; none in an IPv6-only cluster.
+    pub pod_cidr: Option<Ipv4Cidr>,
+    /// The node's IPv6 underlay address, in a dual-stack or IPv6-only underlay.
     pub ipv6: Option<Ipv6Addr>,
-    /// The IPv6 podCIDR of a dual-stack node.
+    /// The IPv6 podCIDR of a dual-stack or IPv6-only node.
     pub pod_cidr_v6: Option<Ipv6Cidr>,
+    /// The family the VXLAN overlay runs over: the underlay's first.
+    pub overlay: IpFamily,
     pub vtep_mac: [u8; 6],
     pub netns: Netns,
 }
 
 impl NodeNs {
-    /// The node's eth0 addresses: its IP, the secondary ones, then its IPv6 address.
+    /// The node's eth0 addresses: its IPv4 address, the secondary ones, then its IPv6 address.
     pub fn underlay_ips(&self) -> impl Iterator<Item = IpAddr> + '_ {
-        std::iter::once(self.ip)
+        self.ip
+            .into_iter()
             .chain(self.secondary_ips.iter().copied())
             .map(IpAddr::V4)
             .chain(self.ipv6.map(IpAddr::V6))
@@ -54,14 +59,25 @@ impl NodeNs {
         pick(family, self.ip, self.ipv6)
     }
 
+    /// The address the overlay's VXLAN packets leave from (`local`) and go to (peers' FDB).
+    pub fn overlay_ip(&self) -> Result<IpAddr> {
+        self.ip_of(self.overlay).ok_or_else(|| {
+            anyhow!(
+                "node {} has no {} underlay address for the overlay",
+                self.name,
+                self.overlay
+            )
+        })
+    }
+
     /// The flannel.1 address: the pod CIDR's network address, as flannel assigns it.
-    pub fn vtep_ip(&self) -> Ipv4Addr {
-        self.pod_cidr.network()
+    pub fn vtep_ip(&self) -> Option<Ipv4Addr> {
+        self.pod_cidr.map(|c| c.network())
     }
 
     /// The cni0 bridge address, the pods' default gateway.
-    pub fn gateway_ip(&self) -> Ipv4Addr {
-        nth_or_network(self.pod_cidr, 1)
+    pub fn gateway_ip(&self) -> Option<Ipv4Addr> {
+        self.pod_cidr.map(|c| nth_or_network(c, 1))
     }
 
     /// The IPv6 flannel.1 address: the IPv6 podCIDR's network address, as for IPv4.
@@ -79,7 +95,8 @@ impl NodeNs {
 pub struct PodNs {
     pub name: String,
     pub node: String,
-    pub ip: Ipv4Addr,
+    /// The pod's IPv4 address; none in an IPv6-only cluster.
+    pub ip: Option<Ipv4Addr>,
     /// The pod's IPv6 address on a dual-stack node.
     pub ipv6: Option<Ipv6Addr>,
     pub mac: [u8; 6],
@@ -102,9 +119,9 @@ impl ExternalNs {
     }
 }
 
-fn pick(family: IpFamily, v4: Ipv4Addr, v6: Option<Ipv6Addr>) -> Option<IpAddr> {
+fn pick(family: IpFamily, v4: Option<Ipv4Addr>, v6: Option<Ipv6Addr>) -> Option<IpAddr> {
     match family {
-        IpFamily::Ipv4 => Some(IpAddr::V4(v4)),
+        IpFamily::Ipv4 => v4.map(IpAddr::V4),
         IpFamily::Ipv6 => v6.map(IpAddr::V6),
     }
 }
@@ -112,7 +129,7 @@ fn pick(family: IpFamily, v4: Ipv4Addr, v6: Option<Ipv6Addr>) -> Option<IpAddr> 
 #[derive(Debug)]
 pub struct ExternalNs {
     pub name: String,
-    pub ip: Ipv4Addr,
+    pub ip: Option<Ipv4Addr>,
     pub ipv6: Option<Ipv6Addr>,
     pub mac: [u8; 6],
     pub netns: Netns,
@@ -176,6 +193,7 @@ impl Topology {
                 pod_cidr: node.pod_cidr.v4,
                 ipv6: node.ip.v6,
                 pod_cidr_v6: node.pod_cidr.v6,
+                overlay: topo.underlay.primary_family(),
                 vtep_mac: mac_for(&format!("node/{}/{VXLAN_IF}", node.name)),
                 netns,
             };
@@ -300,6 +318,7 @@ impl Topology {
             pod_cidr: built.pod_cidr,
             ipv6: built.ipv6,
             pod_cidr_v6: built.pod_cidr_v6,
+            overlay: built.overlay,
             vtep_mac: built.vtep_mac,
             netns: create_ns(&self.prefix.twin(&node.name), self.ipv6)?,
         };
@@ -487,20 +506,16 @@ async fn build_node(
     nl.set_up("lo").await?;
     // In this order, so the kernel keeps `ip` primary.
     for ip in node.underlay_ips() {
-        let prefix_len = match ip {
-            IpAddr::V4(_) => Some(underlay.v4.prefix_len),
-            IpAddr::V6(_) => underlay.v6.map(|range| range.prefix_len),
-        };
-        if let Some(prefix_len) = prefix_len {
-            nl.add_address(UNDERLAY_IF, ip, prefix_len).await?;
+        if let Some(range) = underlay.of(IpFamily::of(ip)) {
+            nl.add_address(UNDERLAY_IF, ip, range.prefix_len()).await?;
         }
     }
     nl.set_up(UNDERLAY_IF).await?;
-    nl.add_default_dev_route(UNDERLAY_IF, IpFamily::Ipv4)
-        .await?;
-    if node.ipv6.is_some() {
-        nl.add_default_dev_route(UNDERLAY_IF, IpFamily::Ipv6)
-            .await?;
+    for family in IpFamily::ALL
+        .into_iter()
+        .filter(|f| node.ip_of(*f).is_some())
+    {
+        nl.add_default_dev_route(UNDERLAY_IF, family).await?;
     }
 
     nl.add_bridge(
@@ -508,8 +523,9 @@ async fn build_node(
         mac_for(&format!("node/{}/{BRIDGE_IF}", node.name)),
     )
     .await?;
-    nl.add_address(BRIDGE_IF, node.gateway_ip(), node.pod_cidr.prefix_len)
-        .await?;
+    if let (Some(gateway), Some(range)) = (node.gateway_ip(), node.pod_cidr) {
+        nl.add_address(BRIDGE_IF, gateway, range.prefix_len).await?;
+    }
     if let (Some(gateway), Some(range)) = (node.gateway_ip_v6(), node.pod_cidr_v6) {
         nl.add_address(BRIDGE_IF, gateway, range.prefix_len).await?;
     }
@@ -519,12 +535,14 @@ async fn build_node(
         VXLAN_IF,
         node.vtep_mac,
         VXLAN_VNI,
-        node.ip,
+        node.overlay_ip()?,
         UNDERLAY_IF,
         VXLAN_PORT,
     )
     .await?;
-    nl.add_address(VXLAN_IF, node.vtep_ip(), 32).await?;
+    if let Some(vtep) = node.vtep_ip() {
+        nl.add_address(VXLAN_IF, vtep, 32).await?;
+    }
     if let Some(vtep) = node.vtep_ip_v6() {
         nl.add_address(VXLAN_IF, vtep, 128).await?;
     }
@@ -564,18 +582,16 @@ async fn build_node(
 async fn wire_overlay(node: &NodeNs, all: &[NodeNs]) -> Result<()> {
     let nl = NetlinkNs::open(&node.netns)?;
     for peer in all.iter().filter(|p| p.name != node.name) {
-        nl.add_neighbour(VXLAN_IF, peer.vtep_ip(), peer.vtep_mac)
+        nl.add_fdb(VXLAN_IF, peer.vtep_mac, peer.overlay_ip()?)
             .await?;
-        nl.add_fdb(VXLAN_IF, peer.vtep_mac, peer.ip).await?;
-        nl.add_onlink_route(
-            peer.pod_cidr.network(),
-            peer.pod_cidr.prefix_len,
-            peer.vtep_ip(),
-            VXLAN_IF,
-        )
-        .await?;
-        // IPv6 pod traffic rides the same VXLAN device and IPv4 tunnel, as flannel's
-        // dual-stack vxlan backend does: the inner frame is IPv6, the VTEP MAC the same.
+        if let (Some(vtep), Some(range)) = (peer.vtep_ip(), peer.pod_cidr) {
+            nl.add_neighbour(VXLAN_IF, vtep, peer.vtep_mac).await?;
+            nl.add_onlink_route(range.network(), range.prefix_len, vtep, VXLAN_IF)
+                .await?;
+        }
+        // IPv6 pod traffic rides the same VXLAN device and tunnel, as flannel's dual-stack
+        // vxlan backend does: the inner frame is IPv6, the VTEP MAC the same. (flannel names
+        // the device of an IPv6-only underlay flannel-v6.1; here it stays flannel.1.)
         if let (Some(vtep), Some(range)) = (peer.vtep_ip_v6(), peer.pod_cidr_v6) {
             if node.pod_cidr_v6.is_some() {
                 nl.add_neighbour(VXLAN_IF, vtep, peer.vtep_mac).await?;
@@ -591,9 +607,14 @@ async fn wire_overlay(node: &NodeNs, all: &[NodeNs]) -> Result<()> {
 pub const TCP_SYNCOOKIES: &str = "net.ipv4.tcp_syncookies";
 
 async fn build_pod(node: &NodeNs, pod: &PodNs) -> Result<()> {
-    if !node.pod_cidr.contains(pod.ip) {
+    let inside = match (pod.ip, node.pod_cidr) {
+        (Some(ip), Some(range)) => range.contains(ip),
+        (Some(_), None) => false,
+        (None, _) => true,
+    };
+    if !inside {
         bail!(
-            "pod {} address {} is outside node {}'s podCIDR {}",
+            "pod {} address {:?} is outside node {}'s podCIDR {:?}",
             pod.name,
             pod.ip,
             node.name,
@@ -624,13 +645,16 @@ async fn build_pod(node: &NodeNs, pod: &PodNs) -> Result<()> {
         .with_context(|| format!("making pod {}'s listeners stateless", pod.name))?;
     let nl = NetlinkNs::open(&pod.netns)?;
     nl.set_up("lo").await?;
-    nl.add_address(POD_IF, pod.ip, node.pod_cidr.prefix_len)
-        .await?;
+    if let (Some(ip), Some(range)) = (pod.ip, node.pod_cidr) {
+        nl.add_address(POD_IF, ip, range.prefix_len).await?;
+    }
     if let (Some(ip), Some(range)) = (pod.ipv6, node.pod_cidr_v6) {
         nl.add_address(POD_IF, ip, range.prefix_len).await?;
     }
     nl.set_up(POD_IF).await?;
-    nl.add_default_route(node.gateway_ip()).await?;
+    if let Some(gateway) = node.gateway_ip().filter(|_| pod.ip.is_some()) {
+        nl.add_default_route(gateway).await?;
+    }
     if let Some(gateway) = node.gateway_ip_v6().filter(|_| pod.ipv6.is_some()) {
         nl.add_default_route(gateway).await?;
     }
@@ -656,8 +680,9 @@ async fn build_external(
     fabric.set_up(&port).await?;
     let nl = NetlinkNs::open(&ext.netns)?;
     nl.set_up("lo").await?;
-    nl.add_address("eth0", ext.ip, underlay.v4.prefix_len)
-        .await?;
+    if let (Some(ip), Some(range)) = (ext.ip, underlay.v4) {
+        nl.add_address("eth0", ip, range.prefix_len).await?;
+    }
     if let (Some(ip), Some(range)) = (ext.ipv6, underlay.v6) {
         nl.add_address("eth0", ip, range.prefix_len).await?;
     }

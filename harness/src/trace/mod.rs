@@ -112,10 +112,11 @@ pub async fn trace<P: NodeProgrammer + ?Sized>(
     plan.repeat = 1;
     let protocol = plan.protocol.lower();
 
+    let ipv6 = state.probe_family(&state.probes[index]) == crate::scenario::IpFamily::Ipv6;
     let tracers = topo
         .nodes()
         .iter()
-        .map(|node| Tracer::for_node(&node.netns))
+        .map(|node| Tracer::for_node(&node.netns, ipv6))
         .collect::<Result<Vec<_>>>()?;
     if tracers.contains(&Tracer::Xtables) {
         ensure_nft_iptables(topo)?;

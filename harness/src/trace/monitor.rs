@@ -205,10 +205,13 @@ pub enum Tracer {
 const NFT_TRACE_TABLE: &str = "kpct-trace";
 
 impl Tracer {
-    /// nft where the node holds nftables tables other than iptables-nft's, else xtables.
-    pub fn for_node(ns: &Netns) -> Result<Tracer> {
+    /// nft where the node holds nftables tables other than iptables-nft's, or for an IPv6
+    /// probe (`ipv6`): xtables-monitor 1.8.9 stops at the first ip6tables-nft rule with `-p tcp
+    /// -m tcp` it must print ("unsupported layer 4 protocol value"), while `nft monitor trace`
+    /// shows those rules in nft syntax. Else xtables.
+    pub fn for_node(ns: &Netns, ipv6: bool) -> Result<Tracer> {
         let tables = crate::programming::nft::list_tables(ns)?;
-        Ok(if tables.iter().any(|t| !t.owned_by_iptables()) {
+        Ok(if ipv6 || tables.iter().any(|t| !t.owned_by_iptables()) {
             Tracer::Nft
         } else {
             Tracer::Xtables
@@ -279,7 +282,8 @@ impl Monitor {
     }
 }
 
-/// `-j TRACE` in the raw table for the probe's protocol and the sentinels.
+/// `-j TRACE` in the raw table for the probe's protocol and the sentinels (IPv4: an IPv6 probe
+/// is traced with nft, [`Tracer::for_node`]).
 fn insert_trace_rules(node: &str, ns: &Netns, protocol: &str) -> Result<()> {
     for chain in ["PREROUTING", "OUTPUT"] {
         let mut rule = vec!["-w", "-t", "raw", "-I", chain, "1", "-p", protocol];

@@ -7,7 +7,7 @@ use kpct::cluster::{ClusterState, NodeContext};
 use kpct::netns::Netns;
 use kpct::programming::{Programming, Table};
 use kpct::proxier::{builtin, Proxier};
-use std::net::{SocketAddrV4, UdpSocket};
+use std::net::UdpSocket;
 use std::time::Duration;
 
 pub mod netns_watch;
@@ -71,7 +71,8 @@ pub fn drop_postrouting_masquerade(p: &mut Programming) -> anyhow::Result<()> {
 }
 
 /// A UDP socket bound to `addr` inside namespace `ns`, whose reads give up after `wait`.
-pub fn udp_socket(ns: &Netns, addr: SocketAddrV4, wait: Duration) -> UdpSocket {
+pub fn udp_socket(ns: &Netns, addr: impl Into<std::net::SocketAddr>, wait: Duration) -> UdpSocket {
+    let addr = addr.into();
     let socket = ns
         .run(|| UdpSocket::bind(addr))
         .expect("entering the namespace")

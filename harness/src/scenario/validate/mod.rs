@@ -742,13 +742,19 @@ impl<'a> Checker<'a> {
                 ),
                 Some(svc) => self.slice_ports(&path, slice, svc),
             }
-            let has_family =
-                slice.address_type == IpFamily::Ipv4 || self.s.topology.cluster_cidr.v6.is_some();
-            if !has_family {
+            let family = slice.address_type;
+            if !self.s.topology.cluster_cidr.has(family) {
                 self.err(
                     path.key("addressType"),
-                    "the cluster has no IPv6 range (topology.clusterCIDR): no proxier reads an \
-                     IPv6 slice",
+                    format!(
+                        "the cluster has no {family} range (topology.clusterCIDR): no proxier \
+                         reads an {family} slice{}",
+                        if family == IpFamily::Ipv4 {
+                            " (addressType is IPv4 unless written: write `addressType: IPv6`)"
+                        } else {
+                            ""
+                        }
+                    ),
                 );
             }
             for (j, endpoint) in slice.endpoints.iter().enumerate() {
@@ -966,7 +972,10 @@ impl<'a> Checker<'a> {
                     "set `service` (with `via`) or a literal `ip` and `dport`",
                 );
             }
-            (None, Some(_)) => self.literal_target(&path, to),
+            (None, Some(ip)) => {
+                self.literal_target(&path, to);
+                self.source_family(path.key("ip"), probe, IpFamily::of(ip));
+            }
             (Some(reference), None) => {
                 let (namespace, name) = split_ref(reference);
                 match self.service(namespace, name) {
@@ -1055,36 +1064,31 @@ impl<'a> Checker<'a> {
             self.err(at, format!("via {}: {problem}", via_name(via)));
         }
         self.target_node(path, probe, via);
-        self.source_family(path, probe, family);
+        self.source_family(path.key("family"), probe, family);
     }
 
     /// A probe's source sends from its address of the target's family: it must have one.
-    fn source_family(&mut self, path: &FieldPath, probe: &Probe, family: IpFamily) {
-        if family == IpFamily::Ipv4 {
-            return;
-        }
+    /// The probe's source has an address of the family it sends (`at`: the field that picks it).
+    fn source_family(&mut self, at: FieldPath, probe: &Probe, family: IpFamily) {
         let from = &probe.from;
         let lacking = if let Some(pod) = from.pod.as_deref().and_then(|p| self.pod(p)) {
-            pod.ip.v6.is_none().then(|| format!("pod `{}`", pod.name))
+            (!pod.ip.has(family)).then(|| format!("pod `{}`", pod.name))
         } else if let Some(node) = from.node.as_deref().and_then(|n| self.node(n)) {
-            node.ip
-                .v6
-                .is_none()
-                .then(|| format!("node `{}`", node.name))
+            (!node.ip.has(family)).then(|| format!("node `{}`", node.name))
         } else if from.external {
             self.s
                 .topology
                 .external
                 .as_ref()
-                .filter(|e| e.ip.v6.is_none())
+                .filter(|e| !e.ip.has(family))
                 .map(|e| format!("the external client `{}`", e.name))
         } else {
             None
         };
         if let Some(who) = lacking {
             self.err(
-                path.key("family"),
-                format!("{who} has no IPv6 address to send an IPv6 probe from"),
+                at,
+                format!("{who} has no {family} address to send an {family} probe from"),
             );
         }
     }

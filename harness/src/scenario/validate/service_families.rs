@@ -93,16 +93,17 @@ impl Checker<'_> {
         let s = &svc.spec;
         match (&s.cluster_ip, s.cluster_ips.as_slice()) {
             (None, []) => {
-                let v4 = self.s.topology.service_cidr.v4;
+                let ranges = self
+                    .s
+                    .topology
+                    .service_cidr
+                    .to_string()
+                    .replace(',', " or ");
                 self.err(
                     spec.key("clusterIP"),
                     format!(
-                        "clusterIP is required: an address inside serviceCIDR {}, or \"None\" \
-                         for a headless service",
-                        match self.s.topology.service_cidr.v6 {
-                            Some(v6) => format!("{v4} or {v6}"),
-                            None => v4.to_string(),
-                        }
+                        "clusterIP is required: an address inside serviceCIDR {ranges}, or \
+                         \"None\" for a headless service"
                     ),
                 );
                 None
@@ -200,7 +201,8 @@ impl Checker<'_> {
             families.push(IpFamily::of(*ip));
         }
         families.dedup();
-        let dual_cluster = self.s.topology.service_cidr.v6.is_some();
+        let service_cidr = self.s.topology.service_cidr;
+        let dual_cluster = service_cidr.is_dual();
         let policy = match s.ip_family_policy {
             Some(policy) => policy,
             None => {
@@ -226,12 +228,15 @@ impl Checker<'_> {
         if policy == IpFamilyPolicy::RequireDualStack && !dual_cluster {
             self.err(
                 spec.key("ipFamilyPolicy"),
-                "this cluster is not configured for dual-stack services (topology.serviceCIDR \
-                 has no IPv6 range)",
+                format!(
+                    "this cluster is not configured for dual-stack services (topology.serviceCIDR \
+                     has no {} range)",
+                    service_cidr.primary_family().other()
+                ),
             );
         }
         for (k, family) in families.iter().enumerate() {
-            if *family == IpFamily::Ipv6 && !dual_cluster {
+            if !service_cidr.has(*family) {
                 let path = if s.ip_families.len() > k {
                     spec.key("ipFamilies").idx(k)
                 } else if s.cluster_ips.is_empty() {
@@ -241,13 +246,16 @@ impl Checker<'_> {
                 };
                 self.err(
                     path,
-                    "IPv6 is not configured on this cluster (topology.serviceCIDR has no IPv6 \
-                     range)",
+                    format!(
+                        "{family} is not configured on this cluster (topology.serviceCIDR has no \
+                         {family} range)"
+                    ),
                 );
             }
         }
         if families.is_empty() {
-            families.push(IpFamily::Ipv4);
+            // The API server's default: the cluster's first service family.
+            families.push(service_cidr.primary_family());
         }
         if policy != IpFamilyPolicy::SingleStack && families.len() == 1 && dual_cluster {
             families.push(families[0].other());

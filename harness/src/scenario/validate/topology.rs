@@ -4,8 +4,9 @@
 //! IPAM and a dual-stack CNI do.
 
 use super::{Checker, FieldPath};
-use crate::scenario::cidr::Prefix;
+use crate::scenario::cidr::{Dual, Prefix};
 use crate::scenario::model::{Node, Pod};
+use crate::scenario::IpFamily;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
@@ -13,14 +14,26 @@ use std::net::IpAddr;
 #[derive(Clone, Copy)]
 enum Family {
     V4,
+    /// The IPv6 value of a pair: the second of two.
     V6,
+    /// An IPv6 value alone (an IPv6-only cluster's).
+    V6Alone,
 }
 
 impl Family {
+    /// The IPv6 family of a pair with (`dual`) or without an IPv4 value.
+    fn v6_of<V4, V6>(pair: &Dual<V4, V6>) -> Family {
+        if pair.v4.is_some() {
+            Family::V6
+        } else {
+            Family::V6Alone
+        }
+    }
+
     /// The path of this family's value of the pair at `path`.
     fn of(self, path: FieldPath) -> FieldPath {
         match self {
-            Family::V4 => path,
+            Family::V4 | Family::V6Alone => path,
             Family::V6 => path.idx(1),
         }
     }
@@ -28,7 +41,7 @@ impl Family {
     fn name(self) -> &'static str {
         match self {
             Family::V4 => "IPv4",
-            Family::V6 => "IPv6",
+            Family::V6 | Family::V6Alone => "IPv6",
         }
     }
 
@@ -42,7 +55,7 @@ impl Family {
     fn longest_pod_cidr(self) -> u8 {
         match self {
             Family::V4 => 30,
-            Family::V6 => 126,
+            Family::V6 | Family::V6Alone => 126,
         }
     }
 }
@@ -55,21 +68,47 @@ impl Checker<'_> {
             ("clusterCIDR", t.cluster_cidr),
             ("serviceCIDR", t.service_cidr),
         ];
-        let v4: Vec<_> = ranges.iter().map(|(f, d)| (*f, d.v4)).collect();
-        self.ranges_of_family(Family::V4, &v4);
+        let v4: Vec<_> = ranges
+            .iter()
+            .filter_map(|(f, d)| d.v4.map(|c| (*f, c, Family::V4)))
+            .collect();
+        self.ranges_of_family(&v4);
         let v6: Vec<_> = ranges
             .iter()
-            .filter_map(|(f, d)| d.v6.map(|c| (*f, c)))
+            .filter_map(|(f, d)| d.v6.map(|c| (*f, c, Family::v6_of(d))))
             .collect();
-        self.ranges_of_family(Family::V6, &v6);
+        self.ranges_of_family(&v6);
+        // Services are of the cluster's families, its first one first (an IPv6-only cluster's
+        // `--service-cluster-ip-range` is IPv6; the default serviceCIDR is IPv4).
+        let foreign = IpFamily::ALL
+            .into_iter()
+            .find(|f| t.service_cidr.has(*f) && !t.cluster_cidr.has(*f));
+        if let Some(family) = foreign {
+            self.err(
+                Self::topo().key("serviceCIDR"),
+                format!(
+                    "serviceCIDR {} has an {family} range, and the cluster has no {family} pods \
+                     (clusterCIDR {}): write a serviceCIDR of the cluster's families",
+                    t.service_cidr, t.cluster_cidr
+                ),
+            );
+        } else if t.service_cidr.primary_family() != t.cluster_cidr.primary_family() {
+            self.err(
+                Self::topo().key("serviceCIDR"),
+                format!(
+                    "serviceCIDR {} starts with another family than clusterCIDR {}",
+                    t.service_cidr, t.cluster_cidr
+                ),
+            );
+        }
     }
 
-    fn ranges_of_family<P: Prefix>(&mut self, family: Family, ranges: &[(&str, P)]) {
-        for (field, cidr) in ranges {
+    fn ranges_of_family<P: Prefix>(&mut self, ranges: &[(&str, P, Family)]) {
+        for (field, cidr, family) in ranges {
             self.host_bits(family.of(Self::topo().key(field)), cidr);
         }
-        for (i, (field_a, a)) in ranges.iter().enumerate() {
-            for (field_b, b) in &ranges[i + 1..] {
+        for (i, (field_a, a, _)) in ranges.iter().enumerate() {
+            for (field_b, b, family) in &ranges[i + 1..] {
                 if a.overlaps(b) {
                     self.err(
                         family.of(Self::topo().key(field_b)),
@@ -115,15 +154,32 @@ impl Checker<'_> {
                 );
             }
             let underlay = t.underlay;
-            self.underlay_ip(
-                Family::V4,
-                path.key("ip"),
-                node.ip.v4,
-                Some(underlay.v4),
-                &mut ips,
-            );
+            if let Some(v4) = node.ip.v4 {
+                self.underlay_ip(Family::V4, path.key("ip"), v4, underlay.v4, &mut ips);
+            }
             if let Some(v6) = node.ip.v6 {
-                self.underlay_ip(Family::V6, path.key("ip"), v6, underlay.v6, &mut ips);
+                let family = Family::v6_of(&node.ip);
+                self.underlay_ip(family, path.key("ip"), v6, underlay.v6, &mut ips);
+            }
+            // kube-proxy's proxier of each family needs the node's address of that family
+            // (`--bind-address`/node IP per family), and the overlay one of the underlay's.
+            let needed = IpFamily::ALL
+                .into_iter()
+                .filter(|f| t.cluster_cidr.has(*f) || *f == underlay.primary_family());
+            for family in needed.filter(|f| !node.ip.has(*f)) {
+                self.err(
+                    path.key("ip"),
+                    format!(
+                        "node `{}` has no {family} address, and {}: write one address per \
+                         family in `ips`",
+                        node.name,
+                        if t.cluster_cidr.has(family) {
+                            format!("the cluster has {family} pods (its {family} proxier needs the node's address)")
+                        } else {
+                            format!("the overlay runs over the {family} underlay")
+                        }
+                    ),
+                );
             }
             self.pod_cidrs(&path, node, i);
             if let Err(e) = ipvs_genl::parse_save(&node.existing_ipvs) {
@@ -137,7 +193,7 @@ impl Checker<'_> {
         for (i, node) in t.nodes.iter().enumerate() {
             for (k, &ip) in node.secondary_ips.iter().enumerate() {
                 let path = Self::topo().key("nodes").idx(i).key("secondaryIPs").idx(k);
-                self.underlay_ip(Family::V4, path, ip, Some(t.underlay.v4), &mut ips);
+                self.underlay_ip(Family::V4, path, ip, t.underlay.v4, &mut ips);
             }
         }
     }
@@ -198,16 +254,27 @@ impl Checker<'_> {
         let path = path.key("podCIDR");
         let cluster = self.s.topology.cluster_cidr;
         let earlier = &self.s.topology.nodes[..i];
-        self.pod_cidr(
-            Family::V4,
-            path.clone(),
-            node.pod_cidr.v4,
-            Some(cluster.v4),
-            earlier.iter().map(|n| Some(n.pod_cidr.v4)),
-        );
+        match (node.pod_cidr.v4, cluster.v4) {
+            (Some(v4), cluster_v4) => self.pod_cidr(
+                Family::V4,
+                path.clone(),
+                v4,
+                cluster_v4,
+                earlier.iter().map(|n| n.pod_cidr.v4),
+            ),
+            (None, Some(cluster_v4)) => self.err(
+                path.clone(),
+                format!(
+                    "node `{}` has no IPv4 podCIDR, and the cluster has IPv4 pods (clusterCIDR \
+                     {cluster_v4})",
+                    node.name
+                ),
+            ),
+            (None, None) => {}
+        }
         match (node.pod_cidr.v6, cluster.v6) {
             (Some(v6), cluster_v6) => self.pod_cidr(
-                Family::V6,
+                Family::v6_of(&node.pod_cidr),
                 path,
                 v6,
                 cluster_v6,
@@ -298,8 +365,11 @@ impl Checker<'_> {
                 );
             }
             self.pod_placement(&path, pod);
-            // `all` yields IPv4 first, then IPv6.
-            for (ip, family) in pod.ip.all().zip([Family::V4, Family::V6]) {
+            let families = [
+                (pod.ip.of(IpFamily::Ipv4), Family::V4),
+                (pod.ip.of(IpFamily::Ipv6), Family::v6_of(&pod.ip)),
+            ];
+            for (ip, family) in families.into_iter().filter_map(|(ip, f)| Some((ip?, f))) {
                 if let Some(first) = ips.insert(ip, i) {
                     ips.insert(ip, first);
                     self.err(
@@ -318,21 +388,47 @@ impl Checker<'_> {
             return;
         };
         let path = path.key("ip");
-        self.pod_ip(Family::V4, &path, node, pod.ip.v4, node.pod_cidr.v4);
-        match (pod.ip.v6, node.pod_cidr.v6) {
-            (Some(ip), Some(cidr)) => self.pod_ip(Family::V6, &path, node, ip, cidr),
+        match (pod.ip.v4, node.pod_cidr.v4) {
+            (Some(ip), Some(cidr)) => self.pod_ip(Family::V4, &path, node, ip, cidr),
             (Some(ip), None) => self.err(
-                Family::V6.of(path),
+                path.clone(),
+                format!(
+                    "pod IP {ip} is IPv4, and node `{}` has no IPv4 podCIDR",
+                    node.name
+                ),
+            ),
+            (None, Some(cidr)) => self.err(
+                path.clone(),
+                format!(
+                    "pod `{}` has no IPv4 address, and node `{}` has an IPv4 podCIDR ({cidr})",
+                    pod.name, node.name
+                ),
+            ),
+            (None, None) => {}
+        }
+        let v6 = Family::v6_of(&pod.ip);
+        match (pod.ip.v6, node.pod_cidr.v6) {
+            (Some(ip), Some(cidr)) => self.pod_ip(v6, &path, node, ip, cidr),
+            (Some(ip), None) => self.err(
+                v6.of(path),
                 format!(
                     "pod IP {ip} is IPv6, and node `{}` has no IPv6 podCIDR",
                     node.name
                 ),
             ),
-            (None, Some(cidr)) => self.err(
+            (None, Some(cidr)) if node.pod_cidr.is_dual() => self.err(
                 path,
                 format!(
                     "pod `{}` has no IPv6 address, and node `{}` is dual-stack (podCIDR {cidr}): \
                      write `ips: [IPv4, IPv6]`, as a dual-stack CNI gives each pod one of each",
+                    pod.name, node.name
+                ),
+            ),
+            (None, Some(cidr)) => self.err(
+                path,
+                format!(
+                    "pod `{}` has no IPv6 address, and node `{}` has IPv6 pods only (podCIDR \
+                     {cidr})",
                     pod.name, node.name
                 ),
             ),
@@ -395,9 +491,11 @@ impl Checker<'_> {
         );
         let path = Self::topo().key("external").key("ip");
         let underlay = self.s.topology.underlay;
-        self.external_ip(Family::V4, &path, ext.ip.v4, Some(underlay.v4));
+        if let Some(v4) = ext.ip.v4 {
+            self.external_ip(Family::V4, &path, v4, underlay.v4);
+        }
         if let Some(v6) = ext.ip.v6 {
-            self.external_ip(Family::V6, &path, v6, underlay.v6);
+            self.external_ip(Family::v6_of(&ext.ip), &path, v6, underlay.v6);
         }
     }
 
