@@ -6,7 +6,7 @@
 
 use crate::netns::{self, NETNS_DIR, SUITE_PREFIX};
 use crate::proxier::Proxier;
-use crate::scenario::Scenario;
+use crate::scenario::{IpFamily, Scenario};
 use crate::topology::naming::RunPrefix;
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
@@ -18,6 +18,9 @@ pub struct Lab {
     pub proxier: String,
     /// (role, namespace), e.g. ("node node-a", "kpct-lab-rke2-ipvs-node.node-node-a").
     pub namespaces: Vec<(String, String)>,
+    /// The families kube-proxy runs a proxier for: which tables the troubleshooting commands
+    /// look at.
+    pub families: Vec<IpFamily>,
     /// Whether kpct's echo backends (and health-check listeners) serve in it: only while the
     /// `lab up --backends` that started them runs.
     pub serving: bool,
@@ -92,6 +95,10 @@ pub async fn up_with(
             scenario: scenario.name.clone(),
             proxier: proxier.name().to_string(),
             namespaces: topo.persist(),
+            families: crate::scenario::cluster_state(scenario)
+                .families()
+                .map(|c| c.ip_family)
+                .collect(),
             serving: serving.is_some(),
         },
         serving,
@@ -135,37 +142,49 @@ fn existing_all(prefix: &str) -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// How to get into the lab, with the troubleshooting commands of the design notes.
-/// The design notes' troubleshooting commands that fit what `proxier` programs: IPVS mode's
-/// virtual servers, ipsets and kube-ipvs0, nftables mode's table and verdict maps, or iptables
-/// mode's chains.
-pub fn troubleshooting(proxier: &str) -> &'static [&'static str] {
-    if proxier == "kube-proxy-nftables" {
-        &[
-            "nft list table ip kube-proxy",
-            "nft list map ip kube-proxy service-ips",
-            "nft list map ip kube-proxy service-nodeports",
-            "nft list chain ip kube-proxy masquerading",
-            "conntrack -L",
-        ]
-    } else if crate::proxier::needs_ipvs(proxier) {
-        &[
-            "ipvsadm -Ln",
-            "iptables -t nat -L KUBE-SERVICES -n -v",
-            "iptables -t nat -L KUBE-POSTROUTING -n -v",
-            "ipset list KUBE-CLUSTER-IP",
-            "ip addr show kube-ipvs0",
-            "conntrack -L",
-        ]
-    } else {
-        &[
-            "iptables -t nat -L KUBE-SERVICES -n -v",
-            "iptables -t nat -L KUBE-NODEPORTS -n -v",
-            "iptables -t nat -L KUBE-POSTROUTING -n -v",
-            "iptables -t filter -L KUBE-FORWARD -n -v",
-            "conntrack -L",
-        ]
+/// The design notes' troubleshooting commands that fit what `proxier` programs for each of
+/// `families`: IPVS mode's virtual servers, ipsets and kube-ipvs0, nftables mode's table and
+/// verdict maps, or iptables mode's chains (in the `ip6` table, ip6tables and the `KUBE-6-`
+/// sets for IPv6).
+pub fn troubleshooting(proxier: &str, families: &[IpFamily]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let ipvs = crate::proxier::needs_ipvs(proxier);
+    if ipvs {
+        out.push("ipvsadm -Ln".into());
     }
+    for &family in families {
+        let (nft, xtables, set_prefix) = match family {
+            IpFamily::Ipv4 => ("ip", "iptables", "KUBE-"),
+            IpFamily::Ipv6 => ("ip6", "ip6tables", "KUBE-6-"),
+        };
+        if proxier == "kube-proxy-nftables" {
+            out.extend([
+                format!("nft list table {nft} kube-proxy"),
+                format!("nft list map {nft} kube-proxy service-ips"),
+                format!("nft list map {nft} kube-proxy service-nodeports"),
+                format!("nft list chain {nft} kube-proxy masquerading"),
+            ]);
+        } else if ipvs {
+            out.extend([
+                format!("{xtables} -t nat -L KUBE-SERVICES -n -v"),
+                format!("{xtables} -t nat -L KUBE-POSTROUTING -n -v"),
+                format!("ipset list {set_prefix}CLUSTER-IP"),
+            ]);
+        } else {
+            out.extend([
+                format!("{xtables} -t nat -L KUBE-SERVICES -n -v"),
+                format!("{xtables} -t nat -L KUBE-NODEPORTS -n -v"),
+                format!("{xtables} -t nat -L KUBE-POSTROUTING -n -v"),
+                format!("{xtables} -t filter -L KUBE-FORWARD -n -v"),
+            ]);
+        }
+    }
+    if ipvs {
+        out.push("ip addr show kube-ipvs0".into());
+    }
+    // Both families' entries.
+    out.push("conntrack -L".into());
+    out
 }
 
 pub fn instructions(lab: &Lab) -> String {
@@ -180,7 +199,7 @@ pub fn instructions(lab: &Lab) -> String {
     }
     if let Some((_, node)) = lab.namespaces.iter().find(|(r, _)| r.starts_with("node ")) {
         let _ = writeln!(out, "\ntroubleshooting, inside a node:");
-        for cmd in troubleshooting(&lab.proxier) {
+        for cmd in troubleshooting(&lab.proxier, &lab.families) {
             let _ = writeln!(out, "  ip netns exec {node} {cmd}");
         }
     }

@@ -7,6 +7,27 @@ use kpct::caps::require_ipvs;
 use kpct::proxier::builtin;
 use std::process::Command;
 
+/// The IPv6-only twin of [`scenario`]: every address IPv6, ClusterIP fd00:10:96::2d.
+fn scenario6(name: &str) -> kpct::scenario::Scenario {
+    let text = format!(
+        r#"
+name: {name}
+topology:
+  underlay: fd00:192:168:1::/64
+  clusterCIDR: fd00:10:244::/56
+  serviceCIDR: fd00:10:96::/112
+  nodes:
+    - {{ name: node-a, ip: "fd00:192:168:1::10", podCIDR: "fd00:10:244:1::/64" }}
+  pods:
+    - {{ name: web-1, node: node-a, ip: "fd00:10:244:1::10", labels: {{ app: web }}, ports: [{{ containerPort: 8080 }}] }}
+services:
+  - name: web
+    spec: {{ type: NodePort, clusterIP: "fd00:10:96::2d", selector: {{ app: web }}, ports: [{{ port: 80, targetPort: 8080, nodePort: 30080 }}] }}
+"#
+    );
+    kpct::scenario::parse(&text, &format!("{name}.yaml")).unwrap()
+}
+
 fn scenario(name: &str) -> kpct::scenario::Scenario {
     let text = format!(
         r#"
@@ -55,8 +76,19 @@ impl Drop for DownOnDrop {
 }
 
 async fn up_check_down(proxier: &str, check: &[(&[&str], &str)]) {
-    let name = format!("labtest-{}-{}", std::process::id(), proxier);
-    let s = scenario(&name);
+    up_check_down_of(scenario, "", proxier, check).await
+}
+
+/// `lab up` of the scenario `make` names, its troubleshooting commands, the `check`s, `lab down`.
+/// `tag` keeps the lab's name apart from another test's lab of the same proxier.
+async fn up_check_down_of(
+    make: fn(&str) -> kpct::scenario::Scenario,
+    tag: &str,
+    proxier: &str,
+    check: &[(&[&str], &str)],
+) {
+    let name = format!("labtest-{}-{tag}{}", std::process::id(), proxier);
+    let s = make(&name);
     let _guard = DownOnDrop(name.clone());
     let lab = kpct::lab::up(&s, builtin(proxier).unwrap().as_ref())
         .await
@@ -74,7 +106,7 @@ async fn up_check_down(proxier: &str, check: &[(&[&str], &str)]) {
     );
     // Every troubleshooting command the lab prints works on what this proxier programmed.
     // (`in_node` asserts that each succeeds.)
-    for cmd in kpct::lab::troubleshooting(proxier) {
+    for cmd in kpct::lab::troubleshooting(proxier, &lab.families) {
         in_node(&lab, &cmd.split(' ').collect::<Vec<_>>());
     }
     // The lab outlives its creator's cleanup registry, and `kpct cleanup` leaves it alone.
@@ -379,4 +411,50 @@ async fn lab_up_at_a_step_holds_the_state_after_it() {
         "the deleted Service's chains are gone:\n{nat}"
     );
     kpct::lab::down(&name).unwrap();
+}
+
+/// An IPv6-only lab's commands look at the `ip6` table, ip6tables and the KUBE-6- sets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_only_labs_answer_troubleshooting_commands() {
+    let lab = kpct::lab::troubleshooting("kube-proxy-nftables", &[kpct::scenario::IpFamily::Ipv6]);
+    assert!(lab.iter().all(|c| !c.contains(" ip kube-proxy")), "{lab:?}");
+    up_check_down_of(
+        scenario6,
+        "v6-",
+        "kube-proxy-nftables",
+        &[(
+            &["nft", "list", "map", "ip6", "kube-proxy", "service-ips"],
+            "fd00:10:96::2d . tcp . 80 : goto service-",
+        )],
+    )
+    .await;
+    up_check_down_of(
+        scenario6,
+        "v6-",
+        "kube-proxy-iptables",
+        &[(
+            &["ip6tables", "-t", "nat", "-L", "KUBE-SERVICES", "-n", "-v"],
+            "fd00:10:96::2d",
+        )],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_an_ipv6_only_ipvs_lab_answers_troubleshooting_commands() {
+    require_ipvs();
+    up_check_down_of(
+        scenario6,
+        "v6-",
+        "kube-proxy-ipvs",
+        &[
+            (&["ipvsadm", "-Ln"], "TCP  [fd00:10:96::2d]:80 rr"),
+            (&["ip", "addr", "show", "kube-ipvs0"], "fd00:10:96::2d/128"),
+            (
+                &["ipset", "list", "KUBE-6-CLUSTER-IP"],
+                "fd00:10:96::2d,tcp:80",
+            ),
+        ],
+    )
+    .await;
 }
