@@ -355,7 +355,8 @@ impl Applier {
             }
         })?;
         // The point of the device: each address must now be local (a route in table local).
-        let state = kube_ipvs0::read(ns)
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let state = kube_ipvs0::await_local_routes(ns, addresses, deadline)
             .map_err(|e| StepError::plain(e.to_string()))?
             .ok_or_else(|| {
                 StepError::plain(format!(
@@ -372,7 +373,7 @@ impl Applier {
                 input: Some(format!("address {a}")),
                 item: Some(Item::Address { index }),
                 message: format!(
-                    "{a} has no local route in table local after binding it to {}",
+                    "{a} has no local route in table local 2 s after binding it to {}",
                     kube_ipvs0::DEVICE
                 ),
             });

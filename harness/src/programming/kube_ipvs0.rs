@@ -273,6 +273,30 @@ pub fn read(ns: &Netns) -> Res<Option<DeviceState>> {
     })
 }
 
+/// The device once every one of `addresses` has its local route, or as it is at `deadline`.
+///
+/// An IPv4 address's local route is inserted as the address is added. An IPv6 one's is not:
+/// `inet6_addr_add` hands the address to the deferred DAD work (`addrconf_dad_start` queues
+/// `dad_work` even for NOARP devices and `nodad` addresses), and the route goes in when that
+/// work runs (`addrconf_dad_completed`), a moment later on a busy machine. `None` when there is
+/// no device.
+pub fn await_local_routes(
+    ns: &Netns,
+    addresses: &[IpAddr],
+    deadline: std::time::Instant,
+) -> Res<Option<DeviceState>> {
+    loop {
+        let state = read(ns)?;
+        let routed = state
+            .as_ref()
+            .is_some_and(|s| addresses.iter().all(|a| s.local_routes.contains(a)));
+        if routed || std::time::Instant::now() >= deadline {
+            return Ok(state);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// What [`ensure`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ensured {
