@@ -63,31 +63,34 @@ impl Frame {
     /// The flow of this frame, if it is IPv4 or IPv6 (IPv6 with no extension header: its
     /// next header is the transport's).
     pub fn flow(&self) -> Option<Flow> {
-        let (protocol, src, dst, l4) = self.ip_layer()?;
-        flow_of(protocol, src, dst, &l4)
+        self.with_ip_layer(flow_of)
     }
 
-    /// The IPv4 or IPv6 header's transport protocol and addresses, and its payload.
-    fn ip_layer(&self) -> Option<(IpNextHeaderProtocol, IpAddr, IpAddr, Vec<u8>)> {
+    /// `f` of the IPv4 or IPv6 header's transport protocol and addresses, and its payload
+    /// (borrowed: frames are scanned by the thousand while a probe waits).
+    fn with_ip_layer<T>(
+        &self,
+        f: impl FnOnce(IpNextHeaderProtocol, IpAddr, IpAddr, &[u8]) -> Option<T>,
+    ) -> Option<T> {
         let eth = EthernetPacket::new(&self.bytes)?;
         match eth.get_ethertype() {
             EtherTypes::Ipv4 => {
                 let ip = Ipv4Packet::new(eth.payload())?;
-                Some((
+                f(
                     ip.get_next_level_protocol(),
                     IpAddr::V4(ip.get_source()),
                     IpAddr::V4(ip.get_destination()),
-                    ip.payload().to_vec(),
-                ))
+                    ip.payload(),
+                )
             }
             EtherTypes::Ipv6 => {
                 let ip = Ipv6Packet::new(eth.payload())?;
-                Some((
+                f(
                     ip.get_next_header(),
                     IpAddr::V6(ip.get_source()),
                     IpAddr::V6(ip.get_destination()),
-                    ip.payload().to_vec(),
-                ))
+                    ip.payload(),
+                )
             }
             _ => None,
         }
@@ -101,17 +104,18 @@ impl Frame {
     /// For a VXLAN-encapsulated frame (UDP to `vxlan_port`, over IPv4 or IPv6), the inner
     /// Ethernet frame.
     pub fn vxlan_inner(&self, vxlan_port: u16) -> Option<Frame> {
-        let (protocol, _, _, l4) = self.ip_layer()?;
-        if protocol != IpNextHeaderProtocols::Udp {
-            return None;
-        }
-        let udp = UdpPacket::new(&l4)?;
-        if udp.get_destination() != vxlan_port {
-            return None;
-        }
-        // 8-byte VXLAN header, then the inner Ethernet frame.
-        Some(Frame {
-            bytes: udp.payload().get(8..)?.to_vec(),
+        self.with_ip_layer(|protocol, _, _, l4| {
+            if protocol != IpNextHeaderProtocols::Udp {
+                return None;
+            }
+            let udp = UdpPacket::new(l4)?;
+            if udp.get_destination() != vxlan_port {
+                return None;
+            }
+            // 8-byte VXLAN header, then the inner Ethernet frame.
+            Some(Frame {
+                bytes: udp.payload().get(8..)?.to_vec(),
+            })
         })
     }
 }

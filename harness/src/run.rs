@@ -762,11 +762,8 @@ fn resync_nodes<P: NodeProgrammer + ?Sized>(
     for node in topo.nodes() {
         let ctx = scenario::node_context(state, &node.name)
             .with_context(|| format!("node {} is not in the scenario", node.name))?;
-        // Only a node with a proxier of the family has its chains to read.
-        let has = |family| {
-            crate::scenario::IpFamily::of(ctx.node_ip) == family
-                || (ctx.ipv6.is_some() && family == crate::scenario::IpFamily::Ipv6)
-        };
+        // Only a cluster with a proxier of the family has its chains to read.
+        let has = |family| cluster.of(family).is_some();
         let chains = if has(crate::scenario::IpFamily::Ipv4) {
             existing_chains(node, crate::programming::tools::Xtables::Ip)?
         } else {

@@ -752,7 +752,7 @@ mod tests {
             .topology
             .pods
             .iter()
-            .map(|p| (p.ip.primary(), p.node.as_str()))
+            .map(|p| (std::net::IpAddr::V4(p.ip.v4.unwrap()), p.node.as_str()))
             .collect();
         assert_eq!(pod_ips.len(), 31, "pod IPs are unique");
 

@@ -133,15 +133,10 @@ fn read_ip6tables(
     ns: &Netns,
     backend: IptablesBackend,
 ) -> Result<BTreeMap<Table, TableRules>, ReadError> {
-    if backend == IptablesBackend::Nft {
-        let none = super::nft::list_tables(ns).ok().is_some_and(|tables| {
-            !tables
-                .iter()
-                .any(|t| t.family == super::nft::NftFamily::Ip6 && t.owned_by_iptables())
-        });
-        if none {
-            return Ok(BTreeMap::new());
-        }
+    if backend == IptablesBackend::Nft
+        && super::nft::holds_no_xtables(ns, Xtables::Ip6) == Some(true)
+    {
+        return Ok(BTreeMap::new());
     }
     let save = tools::run(ns, Xtables::Ip6.save(backend), &[], None)?;
     Ok(normalize_iptables_save(&save))
@@ -475,78 +470,7 @@ impl EffectiveState {
         }
         missing
     }
-}
 
-/// Every chain, policy, rule and deletion of `wanted` that `held` lacks.
-fn diff_tables(
-    held: &BTreeMap<Table, TableRules>,
-    wanted: &BTreeMap<Table, TableRules>,
-    missing: &mut Vec<Missing>,
-) {
-    {
-        let empty = TableRules::default();
-        for (table, wanted) in wanted {
-            let have = held.get(table).unwrap_or(&empty);
-            let deleted: Vec<&str> = wanted.deleted_chains().collect();
-            for chain in &deleted {
-                if have.chains.iter().any(|h| h.name == *chain) {
-                    missing.push(Missing::ChainDeletion {
-                        table: *table,
-                        chain: chain.to_string(),
-                    });
-                }
-            }
-            for c in wanted
-                .chains
-                .iter()
-                .filter(|c| !deleted.contains(&c.name.as_str()))
-            {
-                let found = have.chains.iter().find(|h| h.name == c.name);
-                let builtin = builtin_chains(*table).contains(&c.name.as_str());
-                match (found, &c.policy) {
-                    // Built-in chains with the default policy and no rules are normalised away.
-                    (None, _) if builtin => {
-                        if let Some(policy) = c.policy.as_ref().filter(|p| *p != "ACCEPT") {
-                            missing.push(Missing::ChainPolicy {
-                                table: *table,
-                                chain: c.name.clone(),
-                                wanted: policy.clone(),
-                                found: None,
-                            });
-                        }
-                    }
-                    (None, _) => missing.push(Missing::Chain {
-                        table: *table,
-                        chain: c.name.clone(),
-                    }),
-                    (Some(h), Some(policy)) if h.policy.as_ref() != Some(policy) => {
-                        missing.push(Missing::ChainPolicy {
-                            table: *table,
-                            chain: c.name.clone(),
-                            wanted: policy.clone(),
-                            found: h.policy.clone(),
-                        })
-                    }
-                    _ => {}
-                }
-            }
-            let mut available: Vec<Option<(String, Vec<String>)>> =
-                have.rules.iter().map(|r| rule_key(r)).collect();
-            for rule in wanted.rule_lines() {
-                let key = rule_key(rule);
-                match available.iter().position(|a| a.is_some() && *a == key) {
-                    Some(i) => available[i] = None,
-                    None => missing.push(Missing::Rule {
-                        table: *table,
-                        rule: rule.clone(),
-                    }),
-                }
-            }
-        }
-    }
-}
-
-impl EffectiveState {
     fn diff_ipsets(&self, p: &Programming, missing: &mut Vec<Missing>) {
         for set in &p.ipsets {
             let Some(have) = self.ipsets.iter().find(|s| s.name == set.name) else {
@@ -655,6 +579,73 @@ impl EffectiveState {
     /// The deterministic text used for snapshots (same as `Display`).
     pub fn to_text(&self) -> String {
         self.to_string()
+    }
+}
+
+/// Every chain, policy, rule and deletion of `wanted` that `held` lacks.
+fn diff_tables(
+    held: &BTreeMap<Table, TableRules>,
+    wanted: &BTreeMap<Table, TableRules>,
+    missing: &mut Vec<Missing>,
+) {
+    let empty = TableRules::default();
+    for (table, wanted) in wanted {
+        let have = held.get(table).unwrap_or(&empty);
+        let deleted: Vec<&str> = wanted.deleted_chains().collect();
+        for chain in &deleted {
+            if have.chains.iter().any(|h| h.name == *chain) {
+                missing.push(Missing::ChainDeletion {
+                    table: *table,
+                    chain: chain.to_string(),
+                });
+            }
+        }
+        for c in wanted
+            .chains
+            .iter()
+            .filter(|c| !deleted.contains(&c.name.as_str()))
+        {
+            let found = have.chains.iter().find(|h| h.name == c.name);
+            let builtin = builtin_chains(*table).contains(&c.name.as_str());
+            match (found, &c.policy) {
+                // Built-in chains with the default policy and no rules are normalised away.
+                (None, _) if builtin => {
+                    if let Some(policy) = c.policy.as_ref().filter(|p| *p != "ACCEPT") {
+                        missing.push(Missing::ChainPolicy {
+                            table: *table,
+                            chain: c.name.clone(),
+                            wanted: policy.clone(),
+                            found: None,
+                        });
+                    }
+                }
+                (None, _) => missing.push(Missing::Chain {
+                    table: *table,
+                    chain: c.name.clone(),
+                }),
+                (Some(h), Some(policy)) if h.policy.as_ref() != Some(policy) => {
+                    missing.push(Missing::ChainPolicy {
+                        table: *table,
+                        chain: c.name.clone(),
+                        wanted: policy.clone(),
+                        found: h.policy.clone(),
+                    })
+                }
+                _ => {}
+            }
+        }
+        let mut available: Vec<Option<(String, Vec<String>)>> =
+            have.rules.iter().map(|r| rule_key(r)).collect();
+        for rule in wanted.rule_lines() {
+            let key = rule_key(rule);
+            match available.iter().position(|a| a.is_some() && *a == key) {
+                Some(i) => available[i] = None,
+                None => missing.push(Missing::Rule {
+                    table: *table,
+                    rule: rule.clone(),
+                }),
+            }
+        }
     }
 }
 

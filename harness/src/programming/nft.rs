@@ -294,6 +294,21 @@ pub fn list_tables(ns: &Netns) -> Result<Vec<NftTable>, NftError> {
         .collect())
 }
 
+/// Whether `ns` holds none of the nf_tables tables iptables-nft keeps for `family` (`ip6` for
+/// ip6tables), so that its save tool would print nothing; `None` when the kernel could not say.
+pub fn holds_no_xtables(ns: &Netns, family: super::tools::Xtables) -> Option<bool> {
+    let nft_family = match family {
+        super::tools::Xtables::Ip => NftFamily::Ip,
+        super::tools::Xtables::Ip6 => NftFamily::Ip6,
+    };
+    let tables = list_tables(ns).ok()?;
+    Some(
+        !tables
+            .iter()
+            .any(|t| t.family == nft_family && t.owned_by_iptables()),
+    )
+}
+
 /// Reading a node's nftables state failed.
 #[derive(Debug, thiserror::Error)]
 pub enum NftError {

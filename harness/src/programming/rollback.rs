@@ -89,8 +89,15 @@ pub(super) fn record(
         };
     }
     if !p.ip6tables.is_empty() {
-        before.ip6tables_save = tools::run(ns, Xtables::Ip6.save(backend), &["-c"], None)
-            .map_err(tool(Step::Ip6tables))?;
+        // The same for the `ip6` family (a fresh dual-stack node has no ip6tables yet).
+        let none = backend == IptablesBackend::Nft
+            && nft::holds_no_xtables(ns, Xtables::Ip6) == Some(true);
+        before.ip6tables_save = if none {
+            String::new()
+        } else {
+            tools::run(ns, Xtables::Ip6.save(backend), &["-c"], None)
+                .map_err(tool(Step::Ip6tables))?
+        };
     }
     for table in &p.nft.tables {
         let saved = nft::save_table(ns, table).map_err(|e| {

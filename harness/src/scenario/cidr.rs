@@ -221,13 +221,6 @@ impl DualIp {
             IpFamily::Ipv6 => self.v6.map(IpAddr::V6),
         }
     }
-
-    /// The address of the first family.
-    pub fn primary(&self) -> IpAddr {
-        self.all()
-            .next()
-            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
-    }
 }
 
 impl DualCidr {
