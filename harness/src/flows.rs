@@ -178,6 +178,7 @@ fn exchange(socket: &mut Socket, sport: u16, ask: bool) -> Shot {
             answer: None,
             app_answer: Some(line.trim().to_string()),
             socket_error: None,
+            dropped_at: None,
         },
         Err(e) => Shot {
             sport,
@@ -185,6 +186,7 @@ fn exchange(socket: &mut Socket, sport: u16, ask: bool) -> Shot {
             answer: None,
             app_answer: None,
             socket_error: Some(probe::socket_error_kind(&e)),
+            dropped_at: None,
         },
     }
 }

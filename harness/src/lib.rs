@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod conntrack;
 pub mod convergence;
 pub mod docs;
+pub mod drop_verdicts;
 pub mod environment;
 pub mod evidence;
 pub mod flows;

@@ -61,9 +61,10 @@ pub fn default_workers() -> usize {
 pub fn run_jobs(
     jobs: &[Job<'_>],
     workers: usize,
-    probe_timeout: Duration,
+    patience: impl Into<crate::probe::Patience>,
     events: &mut dyn FnMut(Event<'_>) -> After,
 ) -> Result<Vec<Finished>> {
+    let patience = patience.into();
     let runtime = tokio::runtime::Runtime::new()?;
     let next = AtomicUsize::new(0);
     let stop_after = AtomicUsize::new(usize::MAX);
@@ -85,7 +86,7 @@ pub fn run_jobs(
                 }
                 let started = Instant::now();
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    runtime.block_on(run_scenario(job.scenario, job.proxier, probe_timeout))
+                    runtime.block_on(run_scenario(job.scenario, job.proxier, patience))
                 }))
                 .unwrap_or_else(|panic| Err(anyhow!("the run panicked: {}", panic_text(&panic))));
                 let done = Finished {

@@ -6,7 +6,7 @@ use crate::cluster::{ClusterState, NodeContext};
 use crate::evidence::{Collector, ProbeEvidence};
 use crate::flows::KeptFlows;
 use crate::observe::{self, NodeAddress, ProbeObservation};
-use crate::probe;
+use crate::probe::{self, Patience};
 use crate::programming::Programming;
 use crate::programming::{Applier, ApplyOptions, EffectiveState, KERNEL_IPVS_TIMEOUTS};
 use crate::proxier::exec::{input_for, step_input_for, ExecProxier};
@@ -101,6 +101,9 @@ pub struct ScenarioRun {
     pub evidence: Vec<ProbeEvidence>,
     /// How long it took; not part of the observation, which must not vary from run to run.
     pub timing: Timing,
+    /// The shots that ended at a traced DROP verdict instead of the timeout, as (probe, where
+    /// the kernel dropped it); not part of the observation, which is the same either way.
+    pub drops_at_verdict: Vec<(String, probe::DropVerdict)>,
 }
 
 /// Wall-clock time of a scenario run's parts.
@@ -610,8 +613,9 @@ impl Staged {
 pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
     scenario: &Scenario,
     proxier: &P,
-    probe_timeout: Duration,
+    patience: impl Into<Patience>,
 ) -> Result<ScenarioRun> {
+    let patience = patience.into();
     if !scenario.steps.is_empty() {
         if let Some(why) = proxier.steps_problem(scenario) {
             anyhow::bail!("{}: {why}", scenario.name);
@@ -628,15 +632,22 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
     };
     let mut judged = Judged::default();
     let mut flows = KeptFlows::default();
+    // One verdict table for the run, opened once (~70 ms in the emulated VM), marking only
+    // while a group's probes fire.
+    let mut verdicts = match patience.drops {
+        probe::DropDecision::AtVerdict => Some(probe::VerdictWatch::open(&staged.topo)?),
+        probe::DropDecision::AtTimeout => None,
+    };
     let probes = ProbeGroup {
         state: scenario,
         cluster: &staged.cluster,
         step: None,
+        timeout: patience.timeout,
     }
     .run(
         &staged.topo,
         proxier,
-        probe_timeout,
+        verdicts.as_mut(),
         &mut flows,
         &mut judged,
         &mut timing,
@@ -678,11 +689,12 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
             state,
             cluster: &staged.cluster,
             step: Some(&name),
+            timeout: patience.timeout,
         }
         .run(
             &staged.topo,
             proxier,
-            probe_timeout,
+            verdicts.as_mut(),
             &mut flows,
             &mut judged,
             &mut timing,
@@ -707,14 +719,16 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
         violations: judged.violations,
         evidence: judged.evidence,
         timing,
+        drops_at_verdict: judged.drops_at_verdict,
     })
 }
 
-/// Violations and evidence gathered over a run.
+/// Violations and evidence gathered over a run, and how its shots ended.
 #[derive(Default)]
 struct Judged {
     violations: Vec<String>,
     evidence: Vec<ProbeEvidence>,
+    drops_at_verdict: Vec<(String, probe::DropVerdict)>,
 }
 
 /// The chains each iptables table of `node` holds, as kube-proxy reads them before a sync.
@@ -846,6 +860,8 @@ struct ProbeGroup<'a> {
     cluster: &'a ClusterState,
     /// The step's name; observations of its probes are named `STEP/PROBE`.
     step: Option<&'a str>,
+    /// How long a shot waits for its answer (or for its drop, with a verdict watch).
+    timeout: Duration,
 }
 
 impl ProbeGroup<'_> {
@@ -853,7 +869,7 @@ impl ProbeGroup<'_> {
         &self,
         topo: &Topology,
         proxier: &P,
-        probe_timeout: Duration,
+        verdicts: Option<&mut probe::VerdictWatch>,
         flows: &mut KeptFlows,
         judged: &mut Judged,
         timing: &mut Timing,
@@ -862,6 +878,7 @@ impl ProbeGroup<'_> {
         let addresses = node_addresses(topo);
         let mut collector = Collector::new(topo);
         let mut observed = Vec::new();
+        let mut verdicts = verdicts;
         for (index, spec) in scenario.probes.iter().enumerate() {
             let probe_started = std::time::Instant::now();
             let expectation = spec.expectation_for(&proxier.label());
@@ -874,7 +891,7 @@ impl ProbeGroup<'_> {
                 let mut plan = probe::plan(scenario, topo, index)?;
                 if let Some(flow) = &spec.keep {
                     let shot = flows
-                        .open(topo, flow, &plan, probe_timeout)
+                        .open(topo, flow, &plan, self.timeout)
                         .with_context(|| format!("keeping flow `{flow}`"))?;
                     (plan, vec![shot])
                 } else {
@@ -885,8 +902,14 @@ impl ProbeGroup<'_> {
                         let candidates = candidate_backends(cluster, scenario, spec);
                         plan.repeat = plan.repeat.max(shots_to_reach_all(candidates));
                     }
-                    let shots = probe::fire_keeping(topo, &plan, probe_timeout, &flows.entries())
-                        .with_context(|| format!("firing probe {}", plan.name))?;
+                    let shots = probe::fire_keeping(
+                        topo,
+                        &plan,
+                        self.timeout,
+                        &flows.entries(),
+                        verdicts.as_deref_mut(),
+                    )
+                    .with_context(|| format!("firing probe {}", plan.name))?;
                     (plan, shots)
                 }
             };
@@ -895,6 +918,12 @@ impl ProbeGroup<'_> {
             if let Some(step) = self.step {
                 obs.probe = format!("{step}/{}", spec.name);
             }
+            judged.drops_at_verdict.extend(
+                shots
+                    .iter()
+                    .filter_map(|s| s.dropped_at.clone())
+                    .map(|at| (obs.probe.clone(), at)),
+            );
             if let Some(expect) = expectation {
                 let found = observe::check(expect, &obs, &addresses);
                 if !found.is_empty() {
@@ -910,6 +939,10 @@ impl ProbeGroup<'_> {
             }
             observed.push(obs);
             timing.probes.push(probe_started.elapsed());
+        }
+        if let Some(v) = verdicts {
+            // Inert before anything programs the nodes again.
+            v.disarm()?;
         }
         Ok(observed)
     }

@@ -29,6 +29,12 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
     ),
     ("harness/src/programming/tools.rs", "program", &[]),
     ("harness/src/caps.rs", "program", &[]),
+    // The hand-written rules a drop-verdict test puts on a node.
+    (
+        "harness/tests/drop_verdicts.rs",
+        "program",
+        &["iptables", "nft"],
+    ),
     // A replay capture's tools, passed through a closure.
     ("harness/src/proxier/replay.rs", "program", &[]),
     // The trace monitor: xtables-monitor, or nft where a node holds nftables tables.

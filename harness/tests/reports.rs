@@ -410,6 +410,7 @@ fn synthetic(scenario: &str, probe: &str, violation: Option<&str>) -> ScenarioRu
             .unwrap_or_default(),
         evidence: Vec::new(),
         timing: kpct::run::Timing::default(),
+        drops_at_verdict: Vec::new(),
     }
 }
 

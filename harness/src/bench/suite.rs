@@ -1,10 +1,14 @@
 //! `kpct bench suite`: every bundled scenario against each proxier, timed the way `kpct run`
 //! runs them ([`crate::run::run_scenario`]: topology, programming, backends, probes, teardown),
 //! once one run at a time and once on several workers ([`crate::parallel`]), side by side in one
-//! run so the ratio is measured on the same machine under the same load.
+//! run so the ratio is measured on the same machine under the same load; then once more one at a
+//! time with every drop waited out to the probe timeout ([`crate::drop_verdicts`] off), for what
+//! deciding drops at their verdict saves — and every pass's observations compared with the
+//! first's.
 
 use super::{human, median};
 use crate::parallel::{self, After, Event, Job};
+use crate::probe::{DropDecision, Patience};
 use crate::proxier::Proxier;
 use crate::run::NodeProgrammer;
 use crate::scenario::Scenario;
@@ -60,6 +64,10 @@ pub struct ProxierTimes {
     /// The same on [`SuiteOptions::workers`] workers.
     pub parallel: Duration,
     pub workers: usize,
+    /// One at a time again, every drop decided at the probe timeout.
+    pub serial_waited: Duration,
+    /// Shots of the serial pass that ended at their DROP verdict, per round.
+    pub drops_at_verdict: usize,
     pub scenarios: Vec<ScenarioTime>,
     /// Every step's sync of all nodes in the serial runs: the update over the stepped nodes,
     /// and the same state programmed into fresh twins (the convergence check's reference).
@@ -89,16 +97,31 @@ pub fn time_proxier(
     let mut serial_samples: Vec<Vec<Duration>> = vec![Vec::new(); scenarios.len()];
     let mut reference: Vec<Option<String>> = vec![None; scenarios.len()];
     let (mut serial, mut parallel_total) = (Duration::ZERO, Duration::ZERO);
+    let (mut serial_waited, mut drops_at_verdict) = (Duration::ZERO, 0);
     let (mut update_syncs, mut fresh_syncs) = (Vec::new(), Vec::new());
+    let passes = [
+        (1, DropDecision::AtVerdict),
+        (opts.workers, DropDecision::AtVerdict),
+        (1, DropDecision::AtTimeout),
+    ];
     for _ in 0..rounds {
-        for workers in [1, opts.workers] {
+        for (pass, (workers, drops)) in passes.into_iter().enumerate() {
+            let patience = Patience {
+                timeout: opts.probe_timeout,
+                drops,
+            };
+            let waited = if drops == DropDecision::AtTimeout {
+                ", drops waited out"
+            } else {
+                ""
+            };
             let started = Instant::now();
             let mut done = 0;
-            let finished = parallel::run_jobs(&jobs, workers, opts.probe_timeout, &mut |event| {
+            let finished = parallel::run_jobs(&jobs, workers, patience, &mut |event| {
                 if let Event::Finished(f) = event {
                     done += 1;
                     eprintln!(
-                        "bench suite: -j {workers} [{done:>3}/{}] {} × {}: {}",
+                        "bench suite: -j {workers}{waited} [{done:>3}/{}] {} × {}: {}",
                         jobs.len(),
                         scenarios[f.index].name,
                         proxier.label(),
@@ -108,21 +131,23 @@ pub fn time_proxier(
                 After::Continue
             })?;
             let wall = started.elapsed();
-            if workers == 1 {
-                serial += wall;
-            } else {
-                parallel_total += wall;
+            let first_pass = pass == 0;
+            match pass {
+                0 => serial += wall,
+                1 => parallel_total += wall,
+                _ => serial_waited += wall,
             }
             for f in finished {
                 let t = &mut times[f.index];
-                if workers == 1 {
+                if first_pass {
                     serial_samples[f.index].push(f.elapsed);
                 }
                 match f.outcome {
                     Ok(run) => {
-                        if workers == 1 {
+                        if first_pass {
                             update_syncs.extend(&run.timing.step_syncs);
                             fresh_syncs.extend(&run.timing.fresh_syncs);
+                            drops_at_verdict += run.drops_at_verdict.len();
                         }
                         t.failed += usize::from(!run.violations.is_empty());
                         let yaml = run.observation.to_yaml()?;
@@ -147,6 +172,8 @@ pub fn time_proxier(
         serial: serial / rounds as u32,
         parallel: parallel_total / rounds as u32,
         workers: opts.workers,
+        serial_waited: serial_waited / rounds as u32,
+        drops_at_verdict: drops_at_verdict / rounds,
         scenarios: times,
         update_syncs,
         fresh_syncs,
@@ -178,8 +205,8 @@ pub fn render(results: &[ProxierTimes], rounds: usize) -> String {
     let _ = writeln!(
         out,
         "bench suite: {count} scenarios × {} proxier(s), {rounds} round(s), one run at a time \
-         (-j 1) then on {} workers, in this run (a scenario's time: topology, programming, \
-         backends, probes, teardown)",
+         (-j 1), then on {} workers, then one at a time with every drop waited out, in this run \
+         (a scenario's time: topology, programming, backends, probes, teardown)",
         results.len(),
         results.first().map_or(0, |r| r.workers)
     );
@@ -197,6 +224,15 @@ pub fn render(results: &[ProxierTimes], rounds: usize) -> String {
             r.workers,
             human(r.parallel),
             r.serial.as_secs_f64() / r.parallel.as_secs_f64().max(1e-9),
+        );
+        let _ = writeln!(
+            out,
+            "  {:<20} -j 1, drops waited out {:>8}: deciding {} shot(s) at their DROP verdict \
+             made -j 1 {:.1}× faster",
+            "",
+            human(r.serial_waited),
+            r.drops_at_verdict,
+            r.serial_waited.as_secs_f64() / r.serial.as_secs_f64().max(1e-9),
         );
         let _ = writeln!(
             out,
@@ -223,7 +259,7 @@ pub fn render(results: &[ProxierTimes], rounds: usize) -> String {
             .collect();
         let _ = writeln!(
             out,
-            "  {:<20} {} scenario(s) observed differently between runs{}",
+            "  {:<20} {} scenario(s) observed differently between runs (all passes){}",
             "",
             divergent.len(),
             if divergent.is_empty() {
@@ -284,6 +320,8 @@ mod tests {
                 serial: Duration::from_millis(600),
                 parallel: Duration::from_millis(200),
                 workers: 8,
+                serial_waited: Duration::from_millis(900),
+                drops_at_verdict: 3,
                 scenarios: vec![t("a", 100), t("b", 300), t("c", 200)],
                 update_syncs: [30, 40, 50].map(Duration::from_millis).to_vec(),
                 fresh_syncs: [20, 30, 40].map(Duration::from_millis).to_vec(),
@@ -296,6 +334,10 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("0 scenario(s) observed differently"), "{out}");
+        assert!(
+            out.contains("drops waited out 900.0 ms: deciding 3 shot(s) at their DROP verdict made -j 1 1.5× faster"),
+            "{out}"
+        );
         assert!(
             out.contains("3 updates, median 40.0 ms (max 50.0 ms); the same states into fresh nodes: median 30.0 ms (max 40.0 ms)"),
             "{out}"

@@ -11,6 +11,7 @@ mod sctp;
 
 use crate::capture::{Capture, Flow};
 use crate::conntrack::Tuple;
+pub use crate::drop_verdicts::{DropVerdict, VerdictWatch};
 use crate::netns::Netns;
 use crate::scenario::{
     IpFamily, Node, Probe, ProbeTarget, Protocol, Scenario, ServicePort, TargetPort, Via,
@@ -30,6 +31,33 @@ pub fn probe_timeout() -> Duration {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2000);
     Duration::from_millis(ms)
+}
+
+/// How a shot that gets no answer ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropDecision {
+    /// At the DROP verdict a node traced for its packet ([`crate::drop_verdicts`]), or at the
+    /// timeout where no node traced one.
+    AtVerdict,
+    /// Always at the timeout.
+    AtTimeout,
+}
+
+/// How long a shot waits for its answer, and whether a traced DROP verdict ends the wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Patience {
+    pub timeout: Duration,
+    pub drops: DropDecision,
+}
+
+impl From<Duration> for Patience {
+    /// `timeout`, with drops decided at their verdict.
+    fn from(timeout: Duration) -> Patience {
+        Patience {
+            timeout,
+            drops: DropDecision::AtVerdict,
+        }
+    }
 }
 
 /// Where a probe starts, resolved against the topology.
@@ -317,6 +345,8 @@ pub struct Shot {
     pub app_answer: Option<String>,
     /// For socket probes: the error the connecting socket got (refused, timed out, …).
     pub socket_error: Option<String>,
+    /// Where the kernel dropped the packet, when that ended the wait before the timeout.
+    pub dropped_at: Option<DropVerdict>,
 }
 
 /// Empties conntrack in every node, so no probe rides on state left by another.
@@ -361,16 +391,34 @@ pub fn flush_conntrack_keeping(topo: &Topology, kept: &KeptEntries) -> Result<()
 /// Fires every repetition of `plan` and returns what each observed. Conntrack is flushed once
 /// per probe: every shot uses its own source port, so each is a new flow anyway, while state
 /// that is *meant* to carry over between a client's connections (session affinity) does.
-pub fn fire(topo: &Topology, plan: &ProbePlan, timeout: Duration) -> Result<Vec<Shot>> {
-    fire_keeping(topo, plan, timeout, &KeptEntries::default())
+pub fn fire(topo: &Topology, plan: &ProbePlan, patience: impl Into<Patience>) -> Result<Vec<Shot>> {
+    let patience = patience.into();
+    let mut verdicts = match patience.drops {
+        DropDecision::AtVerdict => Some(VerdictWatch::open(topo)?),
+        DropDecision::AtTimeout => None,
+    };
+    let shots = fire_keeping(
+        topo,
+        plan,
+        patience.timeout,
+        &KeptEntries::default(),
+        verdicts.as_mut(),
+    )?;
+    if let Some(v) = verdicts {
+        v.close()?;
+    }
+    Ok(shots)
 }
 
-/// [`fire`], leaving the `kept` conntrack entries in place.
+/// [`fire`], leaving the `kept` conntrack entries in place, with drops decided by `verdicts`
+/// (opened once for a group of probes: opening one costs ~70 ms in the emulated VM) or at
+/// `timeout`.
 pub fn fire_keeping(
     topo: &Topology,
     plan: &ProbePlan,
     timeout: Duration,
     kept: &KeptEntries,
+    verdicts: Option<&mut VerdictWatch>,
 ) -> Result<Vec<Shot>> {
     flush_conntrack_keeping(topo, kept)?;
     let sport_of = |rep: u32| {
@@ -395,6 +443,7 @@ pub fn fire_keeping(
             // Captures stay open for all shots of the probe: frames of earlier shots cannot be
             // mistaken for later ones, since each shot carries its own marker.
             let mut captures = Captures::open(topo, ns)?;
+            let mut verdicts = verdicts;
             for rep in 0..plan.repeat {
                 let packet = ProbePacket {
                     protocol: plan.protocol,
@@ -406,7 +455,7 @@ pub fn fire_keeping(
                     dport: plan.dport,
                     seq: sequence_number(&plan.name, rep),
                 };
-                shots.push(captures.shoot(&packet, timeout)?);
+                shots.push(captures.shoot(&packet, timeout, verdicts.as_deref_mut())?);
             }
         }
         Source::Socket { node, ip, .. } => {
@@ -449,10 +498,21 @@ impl<'t> Captures<'t> {
         Ok(Captures { at_source, at_pods })
     }
 
-    fn shoot(&mut self, packet: &ProbePacket, timeout: Duration) -> Result<Shot> {
+    /// Sends `packet` and waits for its answer and its delivery, until `timeout`, or until
+    /// `verdicts` shows it dropped.
+    fn shoot(
+        &mut self,
+        packet: &ProbePacket,
+        timeout: Duration,
+        verdicts: Option<&mut VerdictWatch>,
+    ) -> Result<Shot> {
         let deadline = Instant::now() + timeout;
         let answered = AtomicBool::new(false);
         let arrived = AtomicBool::new(false);
+        let mut verdicts = verdicts;
+        if let Some(v) = verdicts.as_deref_mut() {
+            v.start_shot(packet)?;
+        }
         self.at_source.send(&packet.frame())?;
         let at_source = &mut self.at_source;
         let at_pods = &mut self.at_pods;
@@ -464,10 +524,7 @@ impl<'t> Captures<'t> {
                     scope.spawn(move || watch_pod(pod, cap, packet, deadline, answered, arrived))
                 })
                 .collect();
-            let answer = at_source
-                .wait_for(deadline.saturating_duration_since(Instant::now()), |f| {
-                    packet.answer(f).is_some()
-                })?;
+            let (answer, dropped_at) = wait_for_answer(at_source, packet, deadline, verdicts);
             answered.store(true, Ordering::SeqCst);
             let mut delivered = None;
             for w in pod_watchers {
@@ -476,14 +533,54 @@ impl<'t> Captures<'t> {
                     delivered = d;
                 }
             }
+            let (answer, dropped_at) = (answer?, dropped_at);
             Ok(Shot {
                 sport: packet.sport,
                 delivered,
                 answer: answer.and_then(|f| packet.answer(&f)),
                 app_answer: None,
                 socket_error: None,
+                dropped_at,
             })
         })
+    }
+}
+
+/// How long a shot waits for its answer before it reads the nodes' trace: most shots are
+/// answered well within it, and never pay for reading theirs.
+const BEFORE_TRACE: Duration = Duration::from_millis(20);
+
+/// Reads the source's capture until `packet`'s answer comes, the deadline passes, or the trace
+/// of `verdicts` decides the shot as dropped (then what the capture already holds is still
+/// read).
+fn wait_for_answer(
+    at_source: &mut Capture,
+    packet: &ProbePacket,
+    deadline: Instant,
+    verdicts: Option<&mut VerdictWatch>,
+) -> (Result<Option<crate::capture::Frame>>, Option<DropVerdict>) {
+    let mut verdicts = verdicts;
+    let mut judge = crate::drop_verdicts::Judge::default();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let answer =
+            match at_source.wait_for(left.min(BEFORE_TRACE), |f| packet.answer(f).is_some()) {
+                Ok(answer) => answer,
+                Err(e) => return (Err(e), None),
+            };
+        if answer.is_some() || left.is_zero() {
+            return (Ok(answer), None);
+        }
+        if let Some(v) = verdicts.as_deref_mut() {
+            match v.shot_verdict(packet, &mut judge) {
+                Ok(Some(dropped)) => {
+                    let queued = at_source.wait_for(Duration::ZERO, |f| packet.answer(f).is_some());
+                    return (queued, Some(dropped));
+                }
+                Ok(None) => {}
+                Err(e) => return (Err(e), None),
+            }
+        }
     }
 }
 
@@ -561,6 +658,7 @@ fn fire_socket(
             answer: None,
             app_answer: Some(answer.trim().to_string()),
             socket_error: None,
+            dropped_at: None,
         },
         Err(e) => Shot {
             sport: local.port(),
@@ -568,6 +666,7 @@ fn fire_socket(
             answer: None,
             app_answer: None,
             socket_error: Some(socket_error_kind(&e)),
+            dropped_at: None,
         },
     })
 }

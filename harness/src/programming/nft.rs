@@ -279,12 +279,17 @@ fn command_table(command: &str) -> Result<Option<NftTable>, String> {
     }
 }
 
-/// The node's nftables tables (over nfnetlink: a tool run costs ~0.2 s in the emulated VM).
+/// The node's nftables tables (over nfnetlink: a tool run costs ~0.2 s in the emulated VM),
+/// but for the suite's own table of drop verdicts, which is there while probes fire and is not
+/// the proxier's state ([`crate::drop_verdicts`]).
 pub fn list_tables(ns: &Netns) -> Result<Vec<NftTable>, NftError> {
     let tables =
         crate::nfnetlink::nft_tables(ns).map_err(|e| NftError::Tables(format!("{e:#}")))?;
     Ok(tables
         .into_iter()
+        .filter(|(family, name)| {
+            !(*family == crate::drop_verdicts::FAMILY && name == crate::drop_verdicts::TABLE)
+        })
         .filter_map(|(family, name)| {
             Some(NftTable {
                 family: NftFamily::from_nfproto(family)?,

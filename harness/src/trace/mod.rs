@@ -125,7 +125,12 @@ pub async fn trace<P: NodeProgrammer + ?Sized>(
     for (node, tracer) in topo.nodes().iter().zip(tracers) {
         monitors.push(Monitor::start(&node.name, &node.netns, protocol, tracer)?);
     }
-    let shots = probe::fire(topo, &plan, probe_timeout)
+    // Waited out: the verdict table's own trace events would join the trace shown.
+    let patience = probe::Patience {
+        timeout: probe_timeout,
+        drops: probe::DropDecision::AtTimeout,
+    };
+    let shots = probe::fire(topo, &plan, patience)
         .with_context(|| format!("firing probe {}", plan.name))?;
     let mut nodes = Vec::new();
     for (node, monitor) in topo.nodes().iter().zip(monitors) {

@@ -48,6 +48,11 @@ pub struct Args {
     /// order), for a CI matrix of N machines; their JUnit files together hold every run once.
     #[arg(long)]
     shard: Option<kpct::parallel::Shard>,
+    /// Decide every unanswered shot at the probe timeout, even when a node traced the DROP
+    /// verdict that ended it (by default that verdict decides it at once; the observations are
+    /// the same either way).
+    #[arg(long)]
+    wait_out_drops: bool,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -124,30 +129,35 @@ pub fn run(args: Args) -> Result<()> {
             jobs[index].proxier.label(),
         )
     };
-    let finished =
-        kpct::parallel::run_jobs(&jobs, workers, kpct::probe::probe_timeout(), &mut |event| {
-            match event {
-                kpct::parallel::Event::Started(index) => {
-                    let (scenario, proxier) = label(index);
-                    progress.start(&scenario, &proxier);
-                    kpct::parallel::After::Continue
-                }
-                kpct::parallel::Event::Finished(done) => {
-                    let (scenario, proxier) = label(done.index);
-                    let outcome = match &done.outcome {
-                        Ok(run) if run.violations.is_empty() => kpct::progress::Outcome::Ok,
-                        Ok(_) => kpct::progress::Outcome::Fail,
-                        Err(e) => kpct::progress::Outcome::Error(format!("{e:#}")),
-                    };
-                    progress.finish(&scenario, &proxier, &outcome, done.elapsed);
-                    if args.fail_fast && outcome != kpct::progress::Outcome::Ok {
-                        kpct::parallel::After::StopAfterThis
-                    } else {
-                        kpct::parallel::After::Continue
-                    }
-                }
+    let patience = kpct::probe::Patience {
+        timeout: kpct::probe::probe_timeout(),
+        drops: if args.wait_out_drops {
+            kpct::probe::DropDecision::AtTimeout
+        } else {
+            kpct::probe::DropDecision::AtVerdict
+        },
+    };
+    let finished = kpct::parallel::run_jobs(&jobs, workers, patience, &mut |event| match event {
+        kpct::parallel::Event::Started(index) => {
+            let (scenario, proxier) = label(index);
+            progress.start(&scenario, &proxier);
+            kpct::parallel::After::Continue
+        }
+        kpct::parallel::Event::Finished(done) => {
+            let (scenario, proxier) = label(done.index);
+            let outcome = match &done.outcome {
+                Ok(run) if run.violations.is_empty() => kpct::progress::Outcome::Ok,
+                Ok(_) => kpct::progress::Outcome::Fail,
+                Err(e) => kpct::progress::Outcome::Error(format!("{e:#}")),
+            };
+            progress.finish(&scenario, &proxier, &outcome, done.elapsed);
+            if args.fail_fast && outcome != kpct::progress::Outcome::Ok {
+                kpct::parallel::After::StopAfterThis
+            } else {
+                kpct::parallel::After::Continue
             }
-        })?;
+        }
+    })?;
     // In job order, whatever order the runs ended in: every file below is what -j 1 writes.
     results.record(&jobs, finished);
     if let Some(dir) = &args.observations {
