@@ -189,7 +189,20 @@ impl NodeTrace {
     pub fn paths(&self) -> Vec<PacketPath> {
         let mut paths: Vec<PacketPath> = Vec::new();
         for event in &self.events {
-            let index = match paths.iter().position(|p| p.ids[0] == event.id()) {
+            // The kernel's id hashes the skb's address, flow hash and input interface, so the
+            // next packet of a flow entering the same way can reuse an id (the client's RST
+            // after its SYN, in a freed skb): a packet with other TCP flags is another packet.
+            let same_packet = |p: &PacketPath| match event {
+                TraceEvent::Packet { summary, .. } => {
+                    tcp_flags(&brief(summary)) == tcp_flags(&p.first_seen)
+                }
+                TraceEvent::Verdict { .. } => true,
+            };
+            let index = match paths
+                .iter()
+                .rposition(|p| p.ids[0] == event.id())
+                .filter(|i| same_packet(&paths[*i]))
+            {
                 Some(i) => i,
                 None => {
                     paths.push(PacketPath {
@@ -330,6 +343,14 @@ fn destination_of(brief: &str) -> Option<String> {
 
 /// A traced packet's summary without the fields that never tell a path apart (MACs, length,
 /// TTL, IP ID…): interfaces, addresses, ports, TCP flags and the mark stay.
+/// The TCP flags of a [`brief`] summary (`SYN`, `SYN ACK`, `RST`; empty for other protocols).
+fn tcp_flags(brief: &str) -> Vec<&str> {
+    brief
+        .split_whitespace()
+        .filter(|w| !w.contains('='))
+        .collect()
+}
+
 fn brief(summary: &str) -> String {
     summary
         .split_whitespace()
@@ -510,6 +531,27 @@ mod tests {
                 "nat:KUBE-POSTROUTING [MASQUERADE --random-fully]",
             ]
         );
+    }
+
+    /// Kernel 6.1 under load: the client's RST after its SYN reused the SYN's skb, and so its
+    /// trace id; it must not be taken for the SYN's path (whose continuation then no longer
+    /// joins it).
+    #[test]
+    fn a_reused_trace_id_with_other_flags_is_another_packet() {
+        let lines = [
+            "PACKET: 2 aa IN=cni0 SRC=10.244.2.10 DST=10.96.123.45 SPORT=20000 DPORT=80 SYN",
+            " TRACE: 2 aa raw:PREROUTING:policy:ACCEPT",
+            "PACKET: 2 bb IN=cni0 SRC=10.244.2.10 DST=10.96.123.45 SPORT=20000 DPORT=80 SYN",
+            " TRACE: 2 bb filter:INPUT:policy:ACCEPT",
+            "PACKET: 2 aa IN=cni0 SRC=10.244.2.10 DST=10.96.123.45 SPORT=20000 DPORT=80 RST",
+            " TRACE: 2 aa raw:PREROUTING:policy:ACCEPT",
+        ];
+        let paths = node(&lines, Vec::new()).paths();
+        assert_eq!(paths.len(), 2, "{paths:?}");
+        assert_eq!(paths[0].ids, ["aa", "bb"]);
+        assert_eq!(paths[0].hops, ["raw:PREROUTING", "filter:INPUT"]);
+        assert!(paths[1].first_seen.ends_with(" RST"), "{paths:?}");
+        assert_eq!(paths[1].hops, ["raw:PREROUTING"]);
     }
 
     #[test]
