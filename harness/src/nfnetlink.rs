@@ -10,7 +10,7 @@ use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
 
 pub(crate) const NFNL_SUBSYS_CTNETLINK: u16 = 1;
 const NFNL_SUBSYS_IPSET: u16 = 6;
-const NFNL_SUBSYS_NFTABLES: u16 = 10;
+pub(crate) const NFNL_SUBSYS_NFTABLES: u16 = 10;
 pub(crate) const IPCTNL_MSG_CT_DELETE: u16 = 2;
 /// include/uapi/linux/netfilter/ipset/ip_set.h: IPSET_CMD_LIST, and IPSET_ATTR_PROTOCOL with
 /// the oldest protocol the kernel accepts (IPSET_PROTOCOL_MIN; ip_set_core.c refuses a request
@@ -19,7 +19,7 @@ const IPSET_CMD_LIST: u16 = 7;
 const IPSET_ATTR_PROTOCOL: u16 = 1;
 const IPSET_PROTOCOL_MIN: u8 = 6;
 /// include/uapi/linux/netfilter/nf_tables.h: NFT_MSG_GETTABLE; tables come back as NEWTABLE.
-const NFT_MSG_NEWTABLE: u16 = 0;
+pub(crate) const NFT_MSG_NEWTABLE: u16 = 0;
 const NFT_MSG_GETTABLE: u16 = 1;
 /// The family iptables-nft's tables live in (`table ip nat`, …).
 const NFPROTO_IPV4: u8 = 2;
@@ -27,7 +27,7 @@ const NFPROTO_IPV4: u8 = 2;
 pub(crate) const NLM_F_REQUEST: u16 = 0x1;
 pub(crate) const NLM_F_ACK: u16 = 0x4;
 pub(crate) const NLM_F_DUMP: u16 = 0x300;
-const NLMSG_ERROR: u16 = 0x2;
+pub(crate) const NLMSG_ERROR: u16 = 0x2;
 const NLMSG_DONE: u16 = 0x3;
 const NLMSG_HDRLEN: usize = 16;
 

@@ -632,12 +632,9 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
     };
     let mut judged = Judged::default();
     let mut flows = KeptFlows::default();
-    // One verdict table for the run, opened once (~70 ms in the emulated VM), marking only
-    // while a group's probes fire.
-    let mut verdicts = match patience.drops {
-        probe::DropDecision::AtVerdict => Some(probe::VerdictWatch::open(&staged.topo)?),
-        probe::DropDecision::AtTimeout => None,
-    };
+    // One verdict table for the run (creating and deleting it costs ~70 ms in the emulated
+    // VM), marking only while a group's probes fire.
+    let mut verdicts = patience.verdict_watch(&staged.topo)?;
     let probes = ProbeGroup {
         state: scenario,
         cluster: &staged.cluster,

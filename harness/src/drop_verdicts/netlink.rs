@@ -3,12 +3,11 @@
 //! NFNLGRP_NFTRACE. Numbers are from include/uapi/linux/netfilter/nf_tables.h and
 //! nfnetlink.h.
 
-use crate::nfnetlink::{NLM_F_ACK, NLM_F_REQUEST};
+pub(super) use crate::nfnetlink::NLMSG_ERROR;
+use crate::nfnetlink::{NFNL_SUBSYS_NFTABLES, NFT_MSG_NEWTABLE, NLM_F_ACK, NLM_F_REQUEST};
 
-const NFNL_SUBSYS_NFTABLES: u16 = 10;
 const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
 const NFNL_MSG_BATCH_END: u16 = 0x11;
-const NFT_MSG_NEWTABLE: u16 = 0;
 const NFT_MSG_DELTABLE: u16 = 2;
 const NFT_MSG_NEWCHAIN: u16 = 3;
 const NFT_MSG_NEWRULE: u16 = 6;
@@ -20,7 +19,6 @@ const NFT_MSG_TRACE: u16 = 17;
 /// The message type of a trace event.
 pub(super) const TRACE_EVENT: u16 = nft(NFT_MSG_TRACE);
 pub(super) const NFNLGRP_NFTRACE: u32 = 9;
-pub(super) const NLMSG_ERROR: u16 = 2;
 
 const NLM_F_CREATE: u16 = 0x400;
 const NLM_F_APPEND: u16 = 0x800;

@@ -50,6 +50,16 @@ pub struct Patience {
     pub drops: DropDecision,
 }
 
+impl Patience {
+    /// The verdict watch these shots need in `topo`: none when drops are waited out.
+    pub fn verdict_watch(&self, topo: &Topology) -> Result<Option<VerdictWatch>> {
+        match self.drops {
+            DropDecision::AtVerdict => VerdictWatch::open(topo).map(Some),
+            DropDecision::AtTimeout => Ok(None),
+        }
+    }
+}
+
 impl From<Duration> for Patience {
     /// `timeout`, with drops decided at their verdict.
     fn from(timeout: Duration) -> Patience {
@@ -393,10 +403,7 @@ pub fn flush_conntrack_keeping(topo: &Topology, kept: &KeptEntries) -> Result<()
 /// that is *meant* to carry over between a client's connections (session affinity) does.
 pub fn fire(topo: &Topology, plan: &ProbePlan, patience: impl Into<Patience>) -> Result<Vec<Shot>> {
     let patience = patience.into();
-    let mut verdicts = match patience.drops {
-        DropDecision::AtVerdict => Some(VerdictWatch::open(topo)?),
-        DropDecision::AtTimeout => None,
-    };
+    let mut verdicts = patience.verdict_watch(topo)?;
     let shots = fire_keeping(
         topo,
         plan,
@@ -411,8 +418,8 @@ pub fn fire(topo: &Topology, plan: &ProbePlan, patience: impl Into<Patience>) ->
 }
 
 /// [`fire`], leaving the `kept` conntrack entries in place, with drops decided by `verdicts`
-/// (opened once for a group of probes: opening one costs ~70 ms in the emulated VM) or at
-/// `timeout`.
+/// (a run opens one for all its probes: creating and deleting its table costs ~70 ms in the
+/// emulated VM) or at `timeout`.
 pub fn fire_keeping(
     topo: &Topology,
     plan: &ProbePlan,
@@ -524,7 +531,7 @@ impl<'t> Captures<'t> {
                     scope.spawn(move || watch_pod(pod, cap, packet, deadline, answered, arrived))
                 })
                 .collect();
-            let (answer, dropped_at) = wait_for_answer(at_source, packet, deadline, verdicts);
+            let (answer, dropped_at) = wait_for_answer(at_source, packet, deadline, verdicts)?;
             answered.store(true, Ordering::SeqCst);
             let mut delivered = None;
             for w in pod_watchers {
@@ -533,7 +540,6 @@ impl<'t> Captures<'t> {
                     delivered = d;
                 }
             }
-            let (answer, dropped_at) = (answer?, dropped_at);
             Ok(Shot {
                 sport: packet.sport,
                 delivered,
@@ -557,28 +563,19 @@ fn wait_for_answer(
     at_source: &mut Capture,
     packet: &ProbePacket,
     deadline: Instant,
-    verdicts: Option<&mut VerdictWatch>,
-) -> (Result<Option<crate::capture::Frame>>, Option<DropVerdict>) {
-    let mut verdicts = verdicts;
+    mut verdicts: Option<&mut VerdictWatch>,
+) -> Result<(Option<crate::capture::Frame>, Option<DropVerdict>)> {
     let mut judge = crate::drop_verdicts::Judge::default();
+    let answers = |f: &crate::capture::Frame| packet.answer(f).is_some();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let answer =
-            match at_source.wait_for(left.min(BEFORE_TRACE), |f| packet.answer(f).is_some()) {
-                Ok(answer) => answer,
-                Err(e) => return (Err(e), None),
-            };
+        let answer = at_source.wait_for(left.min(BEFORE_TRACE), answers)?;
         if answer.is_some() || left.is_zero() {
-            return (Ok(answer), None);
+            return Ok((answer, None));
         }
         if let Some(v) = verdicts.as_deref_mut() {
-            match v.shot_verdict(packet, &mut judge) {
-                Ok(Some(dropped)) => {
-                    let queued = at_source.wait_for(Duration::ZERO, |f| packet.answer(f).is_some());
-                    return (queued, Some(dropped));
-                }
-                Ok(None) => {}
-                Err(e) => return (Err(e), None),
+            if let Some(dropped) = v.shot_verdict(packet, &mut judge)? {
+                return Ok((at_source.wait_for(Duration::ZERO, answers)?, Some(dropped)));
             }
         }
     }
