@@ -1,4 +1,5 @@
 //! Deterministic conformance suite for Kubernetes service proxiers, run in network namespaces.
+pub mod api_objects;
 pub mod backends;
 pub mod bench;
 pub mod caps;
