@@ -1,5 +1,6 @@
 //! Deterministic conformance suite for Kubernetes service proxiers, run in network namespaces.
 pub mod api_objects;
+pub mod apiserver;
 pub mod backends;
 pub mod bench;
 pub mod caps;

@@ -1,0 +1,1 @@
+//! The Kubernetes API server kpct serves to real proxiers (being built).
