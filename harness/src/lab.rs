@@ -77,7 +77,7 @@ pub async fn up_with(
         crate::run::stage_with_prefix(scenario, proxier, RunPrefix::lab(&scenario.name)).await?;
     for k in 0..step.unwrap_or(0) {
         staged
-            .advance(scenario, k, proxier)
+            .advance(scenario, k)
             .await
             .with_context(|| format!("applying step {} of {}", k + 1, scenario.name))?;
     }

@@ -11,6 +11,7 @@ pub mod kube_proxy_iptables;
 pub mod kube_proxy_ipvs;
 pub mod kube_proxy_nftables;
 mod node_port_addresses;
+pub mod programmer;
 pub mod replay;
 mod sha256_base32;
 #[cfg(test)]

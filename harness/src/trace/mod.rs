@@ -105,7 +105,7 @@ pub async fn trace<P: NodeProgrammer + ?Sized>(
     }
     let mut staged = stage(scenario, proxier).await?;
     for k in 0..step.unwrap_or(0) {
-        staged.advance(scenario, k, proxier).await?;
+        staged.advance(scenario, k).await?;
     }
     let topo = &staged.topo;
     let mut plan = probe::plan(&state, topo, index)?;

@@ -1,0 +1,74 @@
+//! An `exec:` program syncs a node itself, or prints what the harness applies.
+
+use super::{applier, summarize_effective, NodeProgrammer, NodeSummary, RunProgrammer};
+use crate::cluster::{ClusterState, NodeContext};
+use crate::proxier::exec::{input_for, step_input_for, ExecProxier, NodeSync};
+use crate::proxier::Resync;
+use crate::scenario::Scenario;
+use crate::topology::NodeNs;
+use anyhow::{Context, Result};
+
+impl NodeProgrammer for ExecProxier {
+    fn label(&self) -> String {
+        format!("exec:{}", self.program)
+    }
+    /// Unknown: an external proxier may balance at random, so only sets are recorded.
+    fn random_choice(&self) -> bool {
+        true
+    }
+    fn begin<'a>(&'a self, _scenario: &Scenario) -> Result<Box<dyn RunProgrammer + 'a>> {
+        Ok(Box::new(ExecRun(self)))
+    }
+}
+
+/// The program runs afresh for every sync; nothing of it lives between them.
+struct ExecRun<'a>(&'a ExecProxier);
+
+impl ExecRun<'_> {
+    /// What the node holds after `sync`, or which of its printed items the kernel lacks.
+    fn held(&self, node: &NodeNs, sync: NodeSync, at: Option<&str>) -> Result<NodeSummary> {
+        if let Some(first) = sync.missing.first() {
+            let at = at.map(|s| format!(" at step `{s}`")).unwrap_or_default();
+            anyhow::bail!(
+                "{} on node {}{at}: the kernel does not hold {} item(s) of its programming, \
+                 e.g. {first}",
+                self.0.label(),
+                node.name,
+                sync.missing.len(),
+            );
+        }
+        Ok(summarize_effective(node, &sync.effective))
+    }
+}
+
+impl RunProgrammer for ExecRun<'_> {
+    fn program_node(
+        &mut self,
+        cluster: &ClusterState,
+        ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
+        let sync = self
+            .0
+            .sync_node(&node.netns, &input_for(cluster, ctx), &applier()?)
+            .with_context(|| self.0.label())?;
+        self.held(node, sync, None)
+    }
+
+    /// Runs the program again with the new state and what changed (input version 2); what it
+    /// prints is applied over the node as it is.
+    fn resync_node(
+        &mut self,
+        resync: &Resync<'_>,
+        cluster: &ClusterState,
+        ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
+        let input = step_input_for(cluster, ctx, resync.step, resync.previous);
+        let sync = self
+            .0
+            .sync_node(&node.netns, &input, &applier()?)
+            .with_context(|| format!("{} at step `{}`", self.0.label(), resync.step))?;
+        self.held(node, sync, Some(resync.step))
+    }
+}

@@ -1,0 +1,99 @@
+//! What the runner points at nodes: a [`NodeProgrammer`] (one per proxier, shared by the
+//! workers of a parallel run) begins a [`RunProgrammer`] for each run, which programs that
+//! run's nodes and lives as long as the run.
+//!
+//! The kinds: a pure [`Proxier`](super::Proxier) whose programming the harness computes and
+//! applies ([`pure`]), an `exec:` program that syncs a node itself ([`exec`]), a `replay:`
+//! capture ([`replay`]). A real proxier process per node, fed by an API server, is one more.
+
+mod exec;
+mod pure;
+mod replay;
+mod summary;
+
+pub use summary::NodeSummary;
+pub(crate) use summary::{summarize, summarize_effective};
+
+use super::Resync;
+use crate::cluster::{ClusterState, NodeContext};
+use crate::programming::{Applier, ApplyOptions};
+use crate::scenario::Scenario;
+use crate::topology::NodeNs;
+use anyhow::Result;
+
+/// Whatever the runner can point at a node. Shared by the workers of a parallel run
+/// ([`crate::parallel`]), so `Send + Sync`; what one run needs it keeps in the
+/// [`RunProgrammer`] it begins.
+pub trait NodeProgrammer: Send + Sync {
+    fn label(&self) -> String;
+    /// Backend choice random by design: record sets of backends, not sequences.
+    fn random_choice(&self) -> bool;
+
+    /// Why this proxier cannot run `scenario`'s steps, if it cannot (checked before anything
+    /// is built).
+    fn steps_problem(&self, scenario: &Scenario) -> Option<String> {
+        let _ = scenario;
+        None
+    }
+
+    /// Begins one run of `scenario` (as it stands initially): what programs its nodes until
+    /// the run ends.
+    fn begin<'a>(&'a self, scenario: &Scenario) -> Result<Box<dyn RunProgrammer + 'a>>;
+}
+
+/// Programs the nodes of one run: their first sync, each step's re-sync, and the fresh twins
+/// the convergence check compares them with. Dropped when the run ends, before its
+/// namespaces go.
+pub trait RunProgrammer {
+    /// The first sync of `node`.
+    fn program_node(
+        &mut self,
+        cluster: &ClusterState,
+        ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary>;
+
+    /// The cluster is now `state`, after step `step`; called once per step, before any node
+    /// re-syncs. With `restart`, the proxier restarts before it syncs and remembers nothing.
+    fn advance(&mut self, state: &Scenario, step: &str, restart: bool) -> Result<()> {
+        let _ = (state, step, restart);
+        Ok(())
+    }
+
+    /// A later sync of a node programmed before (a step of a scenario). By default a full sync
+    /// as the first one, over whatever the node holds.
+    fn resync_node(
+        &mut self,
+        resync: &Resync<'_>,
+        cluster: &ClusterState,
+        ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
+        let _ = resync;
+        self.program_node(cluster, ctx, node)
+    }
+
+    /// What this proxier programs into a fresh node for the state after step `step`: the
+    /// convergence check's reference. By default its first sync of that state.
+    fn program_fresh(
+        &mut self,
+        step: &str,
+        cluster: &ClusterState,
+        ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
+        let _ = step;
+        self.program_node(cluster, ctx, node)
+    }
+
+    /// Whether the proxier answers healthCheckNodePorts itself (a real kube-proxy's health
+    /// server); otherwise the harness stands in for it with a listener on every node.
+    fn serves_health_checks(&self) -> bool {
+        false
+    }
+}
+
+/// The applier settings an external proxier's output is applied with.
+fn applier() -> Result<Applier> {
+    Ok(Applier::new(ApplyOptions::for_running_kernel()?))
+}

@@ -1,0 +1,82 @@
+//! A node's programming in a few numbers: what the observation document records per node.
+
+use crate::programming::{EffectiveState, Programming, KERNEL_IPVS_TIMEOUTS};
+use crate::topology::NodeNs;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeSummary {
+    pub node: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kube_ipvs0: Vec<String>,
+    pub ipvs_virtual_servers: usize,
+    pub ipvs_real_servers: usize,
+    pub ipsets: usize,
+    pub iptables_rules: usize,
+    /// Rules of the IPv6 proxier's ip6tables (dual-stack and IPv6-only nodes); left out when
+    /// there are none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ip6tables_rules: usize,
+    /// Lines of the `nft -f` transaction the node's sync wrote (built-ins), or of the
+    /// nftables tables it holds (`exec:`, `replay:`); left out when there are none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub nft_lines: usize,
+    /// `ipvsadm --set` values, when the proxier sets (or the node holds) other than the
+    /// kernel's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipvs_timeouts: Option<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// What a computed programming holds (the built-ins).
+pub(crate) fn summarize(node: &NodeNs, p: &Programming) -> NodeSummary {
+    NodeSummary {
+        node: node.name.clone(),
+        kube_ipvs0: p
+            .kube_ipvs0_addresses()
+            .iter()
+            .map(|a| a.to_string())
+            .collect(),
+        ipvs_virtual_servers: p.ipvs.len(),
+        ipvs_real_servers: p.ipvs.iter().map(|v| v.destinations.len()).sum(),
+        ipsets: p.ipsets.len(),
+        iptables_rules: p.iptables.values().map(|t| t.rule_lines().count()).sum(),
+        ip6tables_rules: p.ip6tables.values().map(|t| t.rule_lines().count()).sum(),
+        nft_lines: p.nft.lines.len(),
+        ipvs_timeouts: p.ipvs_timeouts.as_ref().map(timeouts_summary),
+    }
+}
+
+/// What a node holds, read back (proxiers that program the node themselves).
+pub(crate) fn summarize_effective(node: &NodeNs, state: &EffectiveState) -> NodeSummary {
+    NodeSummary {
+        node: node.name.clone(),
+        kube_ipvs0: state
+            .kube_ipvs0
+            .as_ref()
+            .map(|d| d.addresses.iter().map(|(a, _)| a.to_string()).collect())
+            .unwrap_or_default(),
+        ipvs_virtual_servers: state.ipvs.as_ref().map_or(0, |t| t.servers.len()),
+        ipvs_real_servers: state
+            .ipvs
+            .as_ref()
+            .map_or(0, |t| t.servers.iter().map(|v| v.destinations.len()).sum()),
+        ipsets: state.ipsets.len(),
+        iptables_rules: state.iptables.values().map(|t| t.rules.len()).sum(),
+        ip6tables_rules: state.ip6tables.values().map(|t| t.rules.len()).sum(),
+        nft_lines: state.nft.values().map(Vec::len).sum(),
+        ipvs_timeouts: state
+            .ipvs
+            .as_ref()
+            .map(|t| t.timeouts)
+            .filter(|t| *t != KERNEL_IPVS_TIMEOUTS)
+            .map(|t| timeouts_summary(&t)),
+    }
+}
+
+fn timeouts_summary(t: &ipvs_genl::Timeouts) -> String {
+    format!("tcp {}s, tcpfin {}s, udp {}s", t.tcp, t.tcp_fin, t.udp)
+}

@@ -1,0 +1,58 @@
+//! Whether a node re-synced by a step holds what a fresh node synced to the same state holds.
+
+use super::stage::ipvs_table;
+use crate::cluster::ClusterState;
+use crate::proxier::programmer::RunProgrammer;
+use crate::scenario::{self, Scenario};
+use crate::topology::{NodeNs, Topology};
+use anyhow::{Context, Result};
+use std::time::Duration;
+
+/// For each node: how what it holds differs from what `programmer` programs into a fresh node
+/// for the same `cluster` (each line names the node), and how long programming the fresh
+/// nodes took.
+pub(super) fn convergence_check(
+    topo: &Topology,
+    state: &Scenario,
+    cluster: &ClusterState,
+    step: &str,
+    programmer: &mut dyn RunProgrammer,
+    flushed_before: &mut std::collections::BTreeMap<String, Vec<String>>,
+) -> Result<(Vec<String>, Duration)> {
+    let read = |node: &NodeNs| {
+        crate::programming::effective_state(
+            &node.netns,
+            &crate::programming::ReadOptions::default(),
+        )
+        .with_context(|| format!("reading back node {}", node.name))
+    };
+    let (mut out, mut programming) = (Vec::new(), Duration::ZERO);
+    for spec in &state.topology.nodes {
+        let node = topo.node(&spec.name)?;
+        let ctx = scenario::node_context(state, &spec.name)
+            .with_context(|| format!("node {} is not in the scenario", spec.name))?;
+        let twin = topo.fresh_twin(spec)?;
+        let started = std::time::Instant::now();
+        programmer
+            .program_fresh(step, cluster, &ctx, &twin)
+            .with_context(|| format!("programming a fresh node {} to compare with", spec.name))?;
+        programming += started.elapsed();
+        let state = read(node)?;
+        // A flushed chain may wait for one sync; still there at the next check, it is stale.
+        let flushed = crate::convergence::flushed_chains(&state);
+        let waited = flushed_before.insert(spec.name.clone(), flushed.clone());
+        let mut allowed = crate::convergence::draining_lines(&ipvs_table(node)?);
+        allowed.extend(
+            flushed
+                .into_iter()
+                .filter(|c| !waited.as_ref().is_some_and(|w| w.contains(c))),
+        );
+        let differences = crate::convergence::differences(&state, &read(&twin)?, &allowed);
+        out.extend(
+            differences
+                .into_iter()
+                .map(|d| format!("{}: {d}", spec.name)),
+        );
+    }
+    Ok((out, programming))
+}

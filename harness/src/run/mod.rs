@@ -1,0 +1,194 @@
+//! One scenario against one proxier: build the topology, program every node, fire every probe,
+//! and produce the observation document plus the list of violated expectations.
+//!
+//! The stages, each in its own file: [`stage`] (namespaces built, nodes programmed, a step
+//! applied), [`probes`] (a group of probes fired and judged), [`converge`] (a re-synced node
+//! against a fresh one); [`document`] is what a run observes.
+
+mod converge;
+mod document;
+mod probes;
+mod stage;
+
+pub use crate::proxier::programmer::{NodeProgrammer, NodeSummary, RunProgrammer};
+pub use document::{node_addresses, ScenarioObservation, StepObservation};
+pub use probes::shots_to_reach_all;
+pub use stage::{stage, stage_with_prefix, Advanced, Staged};
+
+use crate::evidence::ProbeEvidence;
+use crate::flows::KeptFlows;
+use crate::probe::{self, Patience};
+use crate::scenario::{self, Scenario};
+use anyhow::{Context, Result};
+use probes::ProbeGroup;
+use std::time::Duration;
+
+/// The outcome of running a scenario: what was observed, and which expectations failed.
+#[derive(Debug, Clone)]
+pub struct ScenarioRun {
+    pub observation: ScenarioObservation,
+    /// One line per violated expectation (empty when the proxier conforms).
+    pub violations: Vec<String>,
+    /// For each probe with a violated expectation: its spec and the relevant kernel state of
+    /// the nodes involved, read before teardown (empty, and nothing read, when all pass).
+    pub evidence: Vec<ProbeEvidence>,
+    /// How long it took; not part of the observation, which must not vary from run to run.
+    pub timing: Timing,
+    /// The shots that ended at a traced DROP verdict instead of the timeout, as (probe, where
+    /// the kernel dropped it); not part of the observation, which is the same either way.
+    pub drops_at_verdict: Vec<(String, probe::DropVerdict)>,
+}
+
+/// Wall-clock time of a scenario run's parts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timing {
+    /// When the run began.
+    pub started: std::time::SystemTime,
+    /// Building the namespaces, programming the nodes and starting the backends.
+    pub setup: Duration,
+    /// Each probe, in the scenario's order (the same order as the observation's
+    /// [`ScenarioObservation::all_probes`]).
+    pub probes: Vec<Duration>,
+    /// Each step's re-sync of every node (the convergence check excluded).
+    pub step_syncs: Vec<Duration>,
+    /// For each step, programming the same state into a fresh twin of every node (the
+    /// convergence check's reference): a first sync of the state, to compare the update with.
+    pub fresh_syncs: Vec<Duration>,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            started: std::time::SystemTime::UNIX_EPOCH,
+            setup: Duration::ZERO,
+            probes: Vec::new(),
+            step_syncs: Vec::new(),
+            fresh_syncs: Vec::new(),
+        }
+    }
+}
+
+impl Timing {
+    /// Setup, every probe and every step's sync (teardown, after the run, is not counted).
+    pub fn total(&self) -> Duration {
+        self.setup + self.probes.iter().sum::<Duration>() + self.step_syncs.iter().sum::<Duration>()
+    }
+}
+
+/// Runs `scenario` against `proxier` in freshly built namespaces, removed afterwards: the
+/// initial probes, then each step (its changes, a re-sync of every node, the convergence
+/// check, its probes).
+pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
+    scenario: &Scenario,
+    proxier: &P,
+    patience: impl Into<Patience>,
+) -> Result<ScenarioRun> {
+    let patience = patience.into();
+    if !scenario.steps.is_empty() {
+        if let Some(why) = proxier.steps_problem(scenario) {
+            anyhow::bail!("{}: {why}", scenario.name);
+        }
+    }
+    let (started_at, started) = (std::time::SystemTime::now(), std::time::Instant::now());
+    let mut staged = stage(scenario, proxier).await?;
+    let mut timing = Timing {
+        started: started_at,
+        setup: started.elapsed(),
+        probes: Vec::new(),
+        step_syncs: Vec::new(),
+        fresh_syncs: Vec::new(),
+    };
+    let mut judged = Judged::default();
+    let mut flows = KeptFlows::default();
+    // One verdict table for the run (creating and deleting it costs ~70 ms in the emulated
+    // VM), marking only while a group's probes fire.
+    let mut verdicts = patience.verdict_watch(&staged.topo)?;
+    let probes = ProbeGroup {
+        state: scenario,
+        cluster: &staged.cluster,
+        step: None,
+        timeout: patience.timeout,
+    }
+    .run(
+        &staged.topo,
+        proxier,
+        verdicts.as_mut(),
+        &mut flows,
+        &mut judged,
+        &mut timing,
+    )?;
+    let mut steps = Vec::new();
+    let mut flushed_before = std::collections::BTreeMap::new();
+    for (k, step) in scenario.steps.iter().enumerate() {
+        let name = scenario::step_name(step, k);
+        let context = || format!("{} step `{name}`", scenario.name);
+        let advanced = staged.advance(scenario, k).await.with_context(context)?;
+        timing.step_syncs.push(advanced.sync);
+        if step.restart_proxier {
+            // A restarted kube-proxy has forgotten the chains it flushed and flushes them again.
+            flushed_before.clear();
+        }
+        let state = &advanced.state.scenario;
+        let (not_converged, fresh_sync) = converge::convergence_check(
+            &staged.topo,
+            state,
+            &staged.cluster,
+            &name,
+            staged.programmer.as_mut(),
+            &mut flushed_before,
+        )
+        .with_context(context)?;
+        timing.fresh_syncs.push(fresh_sync);
+        judged.violations.extend(not_converged.iter().map(|d| {
+            format!(
+                "{} [{}]: {d} after step `{name}` (a fresh node synced to the same state \
+                 differs)",
+                scenario.name,
+                proxier.label()
+            )
+        }));
+        let probes = ProbeGroup {
+            state,
+            cluster: &staged.cluster,
+            step: Some(&name),
+            timeout: patience.timeout,
+        }
+        .run(
+            &staged.topo,
+            proxier,
+            verdicts.as_mut(),
+            &mut flows,
+            &mut judged,
+            &mut timing,
+        )
+        .with_context(context)?;
+        steps.push(StepObservation {
+            step: name,
+            nodes: advanced.nodes,
+            converged: not_converged.is_empty(),
+            not_converged,
+            probes,
+        });
+    }
+    Ok(ScenarioRun {
+        observation: ScenarioObservation {
+            scenario: scenario.name.clone(),
+            proxier: proxier.label(),
+            nodes: staged.nodes.clone(),
+            probes,
+            steps,
+        },
+        violations: judged.violations,
+        evidence: judged.evidence,
+        timing,
+        drops_at_verdict: judged.drops_at_verdict,
+    })
+}
+
+/// Violations and evidence gathered over a run, and how its shots ended.
+#[derive(Default)]
+struct Judged {
+    violations: Vec<String>,
+    evidence: Vec<ProbeEvidence>,
+    drops_at_verdict: Vec<(String, probe::DropVerdict)>,
+}

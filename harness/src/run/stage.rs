@@ -1,0 +1,205 @@
+//! A scenario's namespaces built and every node programmed: what probes are fired at; and a
+//! step applied to it.
+
+use crate::backends::Backends;
+use crate::cluster::ClusterState;
+use crate::proxier::programmer::{NodeProgrammer, NodeSummary, RunProgrammer};
+use crate::proxier::Resync;
+use crate::scenario::{self, Scenario};
+use crate::topology::naming::RunPrefix;
+use crate::topology::{NodeNs, Topology};
+use anyhow::{Context, Result};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// A scenario's namespaces built, every node programmed by the proxier and the backends
+/// serving: what probes are fired at. Dropping it ends the proxier's run (a real proxier's
+/// processes stop), stops the backends, then removes the namespaces.
+pub struct Staged<'p> {
+    /// What programs this run's nodes; first, so it goes before the namespaces it works in.
+    pub(crate) programmer: Box<dyn RunProgrammer + 'p>,
+    pub backends: Backends,
+    pub topo: Topology,
+    /// The cluster state the nodes are synced to (the initial one, or the last step's).
+    pub cluster: ClusterState,
+    /// Per node, what the kernel holds after the first programming.
+    pub nodes: Vec<NodeSummary>,
+    /// Why the proxier cannot apply the scenario's steps, if it cannot.
+    steps_problem: Option<String>,
+    /// The healthCheckNodePorts the harness's stand-in health servers listen on (none when
+    /// the proxier serves them itself).
+    health_checks: BTreeSet<u16>,
+}
+
+/// Builds `scenario`'s topology in fresh namespaces and programs every node with `proxier`.
+pub async fn stage<'p, P: NodeProgrammer + ?Sized>(
+    scenario: &Scenario,
+    proxier: &'p P,
+) -> Result<Staged<'p>> {
+    stage_with_prefix(scenario, proxier, RunPrefix::next()).await
+}
+
+/// [`stage`] under a given namespace prefix (labs use a stable one).
+pub async fn stage_with_prefix<'p, P: NodeProgrammer + ?Sized>(
+    scenario: &Scenario,
+    proxier: &'p P,
+    prefix: RunPrefix,
+) -> Result<Staged<'p>> {
+    let topo = Topology::build_with_prefix(scenario, prefix)
+        .await
+        .with_context(|| format!("building the topology of {}", scenario.name))?;
+    let cluster = scenario::cluster_state(scenario);
+    let mut programmer = proxier.begin(scenario)?;
+    let mut nodes = Vec::new();
+    for node in topo.nodes() {
+        let ctx = scenario::node_context(scenario, &node.name)
+            .with_context(|| format!("node {} is not in the scenario", node.name))?;
+        nodes.push(programmer.program_node(&cluster, &ctx, node)?);
+    }
+    let mut backends = Backends::start(&topo, &scenario.topology.pods)?;
+    let health_checks = if programmer.serves_health_checks() {
+        BTreeSet::new()
+    } else {
+        cluster.health_check_node_ports()
+    };
+    backends.serve_health_checks(&topo, &Vec::from_iter(health_checks.iter().copied()))?;
+    Ok(Staged {
+        programmer,
+        steps_problem: proxier.steps_problem(scenario),
+        health_checks,
+        backends,
+        topo,
+        cluster,
+        nodes,
+    })
+}
+
+/// What a step did to the staged cluster.
+pub struct Advanced {
+    /// The scenario as it stands after the step (its probes are the step's).
+    pub state: scenario::StepState,
+    /// Per node, what the kernel holds after the re-sync.
+    pub nodes: Vec<NodeSummary>,
+    /// The re-sync of every node.
+    pub sync: Duration,
+}
+
+impl Staged<'_> {
+    /// Applies step `k` of `scenario`: deletes its pods (servers stopped, namespaces gone),
+    /// serves new healthCheckNodePorts, and re-syncs every node, whose proxier knows the
+    /// previous state unless the step restarts it. Steps must be applied in order.
+    pub async fn advance(&mut self, scenario: &Scenario, k: usize) -> Result<Advanced> {
+        let step = scenario
+            .steps
+            .get(k)
+            .ok_or_else(|| anyhow::anyhow!("{} has no step {}", scenario.name, k + 1))?;
+        if let Some(why) = &self.steps_problem {
+            anyhow::bail!("{}: {why}", scenario.name);
+        }
+        let state = scenario::state_at(scenario, Some(k));
+        let cluster = scenario::cluster_state(&state.scenario);
+        for pod in &step.delete.pods {
+            let (_, pod) = pod.split_once('/').unwrap_or(("", pod));
+            self.backends.stop_pod(pod).await;
+            self.topo.delete_pod(pod).await?;
+        }
+        if !self.programmer.serves_health_checks() {
+            let new_ports: Vec<u16> = cluster
+                .health_check_node_ports()
+                .difference(&self.health_checks)
+                .copied()
+                .collect();
+            self.backends.serve_health_checks(&self.topo, &new_ports)?;
+            self.health_checks.extend(new_ports);
+        }
+        let synced = std::time::Instant::now();
+        let previous = (!step.restart_proxier).then_some(&self.cluster);
+        let name = scenario::step_name(step, k);
+        self.programmer
+            .advance(&state.scenario, &name, step.restart_proxier)?;
+        let nodes = resync_nodes(
+            &self.topo,
+            &state.scenario,
+            &cluster,
+            &name,
+            previous,
+            self.programmer.as_mut(),
+        )?;
+        let sync = synced.elapsed();
+        self.cluster = cluster;
+        Ok(Advanced { state, nodes, sync })
+    }
+}
+
+/// The chains each iptables table of `node` holds, as kube-proxy reads them before a sync.
+fn existing_chains(
+    node: &NodeNs,
+    family: crate::programming::tools::Xtables,
+) -> Result<std::collections::BTreeMap<crate::programming::Table, std::collections::BTreeSet<String>>>
+{
+    let save = crate::programming::tools::run(
+        &node.netns,
+        family.save(crate::programming::tools::IptablesBackend::default()),
+        &[],
+        None,
+    )
+    .with_context(|| format!("reading the chains of node {}", node.name))?;
+    Ok(
+        crate::programming::effective::normalize_iptables_save(&save)
+            .into_iter()
+            .map(|(table, rules)| (table, rules.chains.into_iter().map(|c| c.name).collect()))
+            .collect(),
+    )
+}
+
+/// The IPVS table of `node` with connection counts; empty when the kernel has no IPVS.
+pub(super) fn ipvs_table(node: &NodeNs) -> Result<Vec<ipvs_genl::TableEntry>> {
+    match ipvs_genl::IpvsHandle::in_netns(node.netns.path()) {
+        Ok(mut handle) => handle
+            .table()
+            .with_context(|| format!("reading the IPVS table of node {}", node.name)),
+        Err(ipvs_genl::Error::FamilyMissing) => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("opening IPVS on node {}", node.name)),
+    }
+}
+
+/// Every node re-synced by `programmer` to `cluster`, knowing `previous` (`None`: restarted).
+fn resync_nodes(
+    topo: &Topology,
+    state: &Scenario,
+    cluster: &ClusterState,
+    step: &str,
+    previous: Option<&ClusterState>,
+    programmer: &mut dyn RunProgrammer,
+) -> Result<Vec<NodeSummary>> {
+    let mut out = Vec::new();
+    for node in topo.nodes() {
+        let ctx = scenario::node_context(state, &node.name)
+            .with_context(|| format!("node {} is not in the scenario", node.name))?;
+        // Only a cluster with a proxier of the family has its chains to read.
+        let has = |family| cluster.of(family).is_some();
+        let chains = if has(crate::scenario::IpFamily::Ipv4) {
+            existing_chains(node, crate::programming::tools::Xtables::Ip)?
+        } else {
+            Default::default()
+        };
+        let ip6_chains = if has(crate::scenario::IpFamily::Ipv6) {
+            existing_chains(node, crate::programming::tools::Xtables::Ip6)?
+        } else {
+            Default::default()
+        };
+        let ipvs = ipvs_table(node)?;
+        let nft = crate::programming::nft::read_tables(&node.netns)
+            .with_context(|| format!("reading the nftables tables of node {}", node.name))?;
+        let resync = Resync {
+            step,
+            previous,
+            existing_chains: &chains,
+            existing_ip6_chains: &ip6_chains,
+            nft: &nft,
+            ipvs: &ipvs,
+        };
+        out.push(programmer.resync_node(&resync, cluster, &ctx, node)?);
+    }
+    Ok(out)
+}
