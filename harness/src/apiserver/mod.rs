@@ -1,1 +1,277 @@
-//! The Kubernetes API server kpct serves to real proxiers (being built).
+//! The Kubernetes API server kpct serves to real proxiers (kube-proxy, kube-router and other
+//! client-go programs) run unmodified in each node's namespace: the scenario's cluster as
+//! `k8s-openapi` objects, served over plain HTTP with the semantics client-go relies on —
+//! resourceVersions, LIST with pagination, WATCH with bookmarks and WatchList, 410 Expired,
+//! label and field selectors, Statuses worded as the real apiserver words them (its sources
+//! are cited where a behaviour comes from). Everything else a proxier might try is refused
+//! as RBAC refuses kube-proxy's identity, and every request is recorded.
+//!
+//! It runs on its own thread and tokio runtime, so that callers stay synchronous, and it is
+//! deterministic: the same publications give byte-identical answers.
+
+mod discovery;
+mod http;
+mod list;
+mod listen;
+mod log;
+mod query;
+mod resources;
+mod route;
+mod selector;
+mod status;
+mod store;
+mod watch;
+mod writes;
+
+pub use log::{PostedEvent, RequestRecord};
+pub use store::ChangeType;
+
+use crate::api_objects::ClusterObjects;
+use crate::netns::Netns;
+use anyhow::{anyhow, Context, Result};
+use log::lock;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+/// The port the server listens on inside a node's namespace: kube-apiserver's secure port,
+/// so a kubeconfig looks as it would on a real node.
+pub const API_PORT: u16 = 6443;
+
+/// What every connection shares.
+pub(crate) struct Shared {
+    pub(crate) store: Mutex<store::Store>,
+    /// The cluster's resourceVersion, published after each change: what watches wait on.
+    pub(crate) rv: tokio::sync::watch::Sender<u64>,
+    pub(crate) log: log::Log,
+    pub(crate) events: Mutex<writes::EventStore>,
+    /// Watch streams open now.
+    pub(crate) watches: AtomicUsize,
+}
+
+/// The server: one thread running its own runtime; dropping it stops everything.
+pub struct ApiServer {
+    shared: Arc<Shared>,
+    runtime: tokio::runtime::Handle,
+    /// Per client, the signal that ends its listeners and connections.
+    clients: Mutex<BTreeMap<String, tokio::sync::watch::Sender<bool>>>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// One change a publication made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub resource_version: u64,
+    /// The object's kind (`Service`, `EndpointSlice`, …).
+    pub kind: &'static str,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub change: ChangeType,
+}
+
+/// What [`ApiServer::publish`] made visible.
+#[derive(Clone, Debug)]
+pub struct Publication {
+    /// Taken before any of the changes could reach a client: a proxier's reaction to them
+    /// (e.g. its last-queued timestamp) can only be later.
+    pub published_at: SystemTime,
+    /// The cluster's resourceVersion afterwards (unchanged when nothing changed).
+    pub resource_version: u64,
+    /// In the order clients see them.
+    pub changes: Vec<Change>,
+}
+
+impl ApiServer {
+    /// Starts the server with `objects` as the cluster's initial state (resourceVersions from
+    /// 1 upward, in publication order). It serves nobody until told where to listen.
+    pub fn start(objects: ClusterObjects) -> Result<ApiServer> {
+        let (handle_tx, handle_rx) = std::sync::mpsc::channel();
+        let (shutdown, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("kpct-apiserver".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                match runtime {
+                    Ok(runtime) => {
+                        let _ = handle_tx.send(Ok(runtime.handle().clone()));
+                        runtime.block_on(async {
+                            let _ = shutdown_rx.await;
+                        });
+                    }
+                    Err(e) => {
+                        let _ = handle_tx.send(Err(e));
+                    }
+                }
+            })
+            .context("starting the API server thread")?;
+        let runtime = handle_rx
+            .recv()
+            .map_err(|_| anyhow!("the API server thread ended before its runtime started"))?
+            .context("building the API server runtime")?;
+        let server = ApiServer {
+            shared: Arc::new(Shared {
+                store: Mutex::new(store::Store::default()),
+                rv: tokio::sync::watch::Sender::new(0),
+                log: log::Log::default(),
+                events: Mutex::new(writes::EventStore::default()),
+                watches: AtomicUsize::new(0),
+            }),
+            runtime,
+            clients: Mutex::new(BTreeMap::new()),
+            shutdown: Some(shutdown),
+            thread: Some(thread),
+        };
+        server.publish(objects)?;
+        Ok(server)
+    }
+
+    /// Serves plain HTTP on 127.0.0.1:[`API_PORT`] inside `netns`, where the node's proxier
+    /// can reach it without any route off the node; requests are recorded under `client`.
+    /// The socket is made by a thread inside the namespace (sockets stay in the namespace
+    /// they were made in), which also brings `lo` up if it is down.
+    pub fn listen_in(&self, netns: &Netns, client: &str) -> Result<SocketAddr> {
+        let addr = SocketAddr::from(([127, 0, 0, 1], API_PORT));
+        let listener = netns
+            .run(|| -> std::io::Result<std::net::TcpListener> {
+                listen::loopback_up()?;
+                listen::bind(addr)
+            })?
+            .with_context(|| format!("listening on {addr} in namespace {}", netns.name()))?;
+        self.serve(listener, client)
+    }
+
+    /// Serves on `addr` in the caller's namespace (port 0 picks one): for tests.
+    pub fn listen_on(&self, addr: SocketAddr, client: &str) -> Result<SocketAddr> {
+        let listener = listen::bind(addr).with_context(|| format!("listening on {addr}"))?;
+        self.serve(listener, client)
+    }
+
+    fn serve(&self, listener: std::net::TcpListener, client: &str) -> Result<SocketAddr> {
+        let local = listener.local_addr()?;
+        let listener = {
+            let _entered = self.runtime.enter();
+            tokio::net::TcpListener::from_std(listener)?
+        };
+        let stop = lock(&self.clients)
+            .entry(client.to_string())
+            .or_insert_with(|| tokio::sync::watch::Sender::new(false))
+            .subscribe();
+        let ctx = Arc::new(http::ClientCtx {
+            shared: Arc::clone(&self.shared),
+            client: client.to_string(),
+            stop,
+            local,
+        });
+        self.runtime.spawn(listen::serve(listener, ctx));
+        Ok(local)
+    }
+
+    /// Stops serving `client`: its listeners close and so does every connection it has open,
+    /// watches included, as when its node goes away.
+    pub fn stop_listening(&self, client: &str) {
+        if let Some(stop) = lock(&self.clients).remove(client) {
+            stop.send_replace(true);
+        }
+    }
+
+    /// Makes `objects` the cluster's state. Each created object becomes an ADDED, each
+    /// changed one a MODIFIED, each gone one a DELETED event, at increasing resourceVersions:
+    /// creations and changes kind by kind (Namespaces, Nodes, ServiceCIDRs, Pods, Services,
+    /// EndpointSlices, Endpoints, NetworkPolicies), then deletions in the reverse kind order
+    /// (EndpointSlices before their Service, as the garbage collector removes them); within a
+    /// kind by namespace and name. Unchanged objects keep their resourceVersion.
+    pub fn publish(&self, objects: ClusterObjects) -> Result<Publication> {
+        let desired = resources::objects_by_kind(&objects)?;
+        let published_at = SystemTime::now();
+        let (events, rv) = {
+            let mut store = lock(&self.shared.store);
+            let events = store.apply(desired)?;
+            (events, store.rv())
+        };
+        self.shared.rv.send_replace(rv);
+        let changes = events
+            .iter()
+            .map(|e| {
+                let obj = e.cur.as_ref().or(e.prev.as_ref());
+                let meta = |f: &str| {
+                    obj.and_then(|o| o.pointer(&format!("/metadata/{f}")))
+                        .and_then(|v| v.as_str())
+                        .map(str::to_string)
+                };
+                Change {
+                    resource_version: e.rv,
+                    kind: e.kind.info().kind,
+                    namespace: meta("namespace"),
+                    name: meta("name").unwrap_or_default(),
+                    change: e.change(),
+                }
+            })
+            .collect();
+        Ok(Publication {
+            published_at,
+            resource_version: rv,
+            changes,
+        })
+    }
+
+    /// Forgets the history up to now, as an etcd compaction does: a watch, exact list or
+    /// continue from an older resourceVersion then gets 410 Expired, which is how a client's
+    /// relist is exercised.
+    pub fn compact(&self) {
+        lock(&self.shared.store).compact();
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.shared.log.requests()
+    }
+
+    /// Every event clients created, patched or replaced, as they sent it, in order.
+    pub fn events(&self) -> Vec<PostedEvent> {
+        self.shared.log.events()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn open_watches(&self) -> usize {
+        self.shared
+            .watches
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        for (_, stop) in std::mem::take(&mut *lock(&self.clients)) {
+            stop.send_replace(true);
+        }
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A kubeconfig (JSON, which every YAML reader takes) for `http://SERVER` without
+/// credentials, its current context set: what a proxier is pointed at.
+pub fn kubeconfig(server: SocketAddr, user: &str) -> String {
+    let config = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kpct", "cluster": {"server": format!("http://{server}")}}],
+        "users": [{"name": user, "user": {}}],
+        "contexts": [{"name": "kpct", "context": {"cluster": "kpct", "user": user}}],
+        "current-context": "kpct",
+        "preferences": {},
+    });
+    serde_json::to_string_pretty(&config).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;

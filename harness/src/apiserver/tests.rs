@@ -1,0 +1,1 @@
+//! Tests of the server as a whole, through raw HTTP.
