@@ -202,13 +202,15 @@ async fn dispatch(
         } => {
             writes::handle(
                 ctx,
-                method,
-                api,
-                namespace.as_deref(),
-                name.as_deref(),
-                headers,
+                writes::EventsRequest {
+                    method,
+                    api,
+                    namespace: namespace.as_deref(),
+                    name: name.as_deref(),
+                    headers,
+                    path: full_path,
+                },
                 body,
-                full_path,
             )
             .await
         }

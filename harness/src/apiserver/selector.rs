@@ -68,7 +68,7 @@ impl Token {
     }
 
     /// In value context `in` and `notin` are plain identifiers (`x in (in)`).
-    fn as_value(self) -> Token {
+    fn into_value(self) -> Token {
         match self {
             Token::In | Token::NotIn => Token::Identifier(self.literal()),
             t => t,
@@ -161,7 +161,7 @@ impl Parser {
             .get(self.pos)
             .cloned()
             .unwrap_or(Token::End)
-            .as_value()
+            .into_value()
     }
     fn next_raw(&mut self) -> Token {
         let t = self.tokens.get(self.pos).cloned().unwrap_or(Token::End);
@@ -169,7 +169,7 @@ impl Parser {
         t
     }
     fn next_value(&mut self) -> Token {
-        self.next_raw().as_value()
+        self.next_raw().into_value()
     }
 
     fn parse(&mut self) -> Result<Vec<Requirement>, String> {

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 
 /// A failed request: the HTTP code and the Status body.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct ApiError(pub Status);
+pub(crate) struct ApiError(pub Box<Status>);
 
 impl ApiError {
     pub(crate) fn code(&self) -> u16 {
@@ -27,14 +27,14 @@ impl ApiError {
 }
 
 fn status(code: u16, reason: &str, message: String, details: Option<StatusDetails>) -> ApiError {
-    ApiError(Status {
+    ApiError(Box::new(Status {
         code: Some(i32::from(code)),
         details,
         message: Some(message),
         metadata: ListMeta::default(),
         reason: Some(reason.to_string()),
         status: Some("Failure".to_string()),
-    })
+    }))
 }
 
 fn details(group: &str, kind: &str, name: &str) -> Option<StatusDetails> {

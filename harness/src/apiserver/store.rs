@@ -54,12 +54,15 @@ pub(crate) struct Compacted {
     pub oldest: u64,
 }
 
+/// The retained versions of one key, oldest first (None: deleted at that RV).
+type Versions = Vec<(u64, Option<Obj>)>;
+
 #[derive(Default)]
 pub(crate) struct Store {
     rv: u64,
     compacted: u64,
     /// Every retained version per key (None: deleted at that RV), oldest first.
-    versions: BTreeMap<(Kind, String), Vec<(u64, Option<Obj>)>>,
+    versions: BTreeMap<(Kind, String), Versions>,
     /// Changes after `compacted`, in RV order.
     log: Vec<Event>,
 }

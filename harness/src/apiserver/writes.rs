@@ -108,17 +108,31 @@ fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
+/// A request on an events path, as routed.
+pub(crate) struct EventsRequest<'a> {
+    pub method: &'a Method,
+    pub api: EventsApi,
+    pub namespace: Option<&'a str>,
+    pub name: Option<&'a str>,
+    pub headers: &'a HeaderMap,
+    /// Path and query as sent, for the evidence.
+    pub path: &'a str,
+}
+
 /// Answers a request on an events path.
 pub(crate) async fn handle(
     ctx: &ClientCtx,
-    method: &Method,
-    api: EventsApi,
-    namespace: Option<&str>,
-    name: Option<&str>,
-    headers: &HeaderMap,
+    req: EventsRequest<'_>,
     body: Body,
-    path: &str,
 ) -> Result<Reply, ApiError> {
+    let EventsRequest {
+        method,
+        api,
+        namespace,
+        name,
+        headers,
+        path,
+    } = req;
     let group = api.group();
     let denied =
         |verb: &str| status::forbidden(verb, "events", group, namespace, name.unwrap_or_default());
