@@ -803,9 +803,38 @@ fn stopping_a_client_closes_its_watches_and_listener() {
         &format!("/api/v1/services?watch=true&resourceVersion={rv}"),
     );
     assert_eq!(w.status, 200);
+    // An idle keep-alive connection, between requests.
+    let mut idle = connect(addr);
+    send(&mut idle, "GET", "/version", &[], None);
+    let mut idle = BufReader::new(idle);
+    let (status, headers) = head(&mut idle);
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .unwrap()
+        .1
+        .parse()
+        .unwrap();
+    idle.read_exact(&mut vec![0; len]).unwrap();
+    assert_eq!(status, 200);
+
+    // And one in the middle of sending a request.
+    let mut partial = connect(addr);
+    partial.write_all(b"POST /apis/events.k8s.io/v1/namespaces/default/events HTTP/1.1\r\nContent-Length: 100\r\n\r\n{").unwrap();
+
     server.stop_listening("test");
     let started = std::time::Instant::now();
     assert!(w.next().is_none());
+    let closed = match partial.read(&mut [0; 16]) {
+        Ok(n) => n == 0,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    assert!(closed, "the connection in mid-request is closed");
+    let closed = match idle.read(&mut [0; 16]) {
+        Ok(n) => n == 0,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    assert!(closed, "the idle connection is closed");
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "closed at once, not at a timeout"

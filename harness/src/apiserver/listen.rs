@@ -1,17 +1,13 @@
-//! Listening sockets and the connections accepted on them, which a client's stop signal
-//! ends at once (a node that goes away takes its proxier's connections with it; a graceful
-//! HTTP shutdown would wait for watches that last half an hour).
+//! Listening sockets, which a client's stop signal closes together with every connection
+//! accepted on them (a node that goes away takes its proxier's connections with it).
 
 use super::http::{self, ClientCtx};
+use axum::serve::ListenerExt;
 use axum::Router;
-use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// A bound, non-blocking listener, ready to hand to the runtime.
@@ -61,109 +57,16 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
-/// An accepted connection that fails every read and write once its client is stopped.
-struct Conn {
-    io: TcpStream,
-    stop: Pin<Box<dyn Future<Output = ()> + Send>>,
-    stopped: bool,
-}
-
-impl Conn {
-    fn check(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
-        if !self.stopped && self.stop.as_mut().poll(cx).is_ready() {
-            self.stopped = true;
-        }
-        if self.stopped {
-            return Err(io::Error::new(
-                io::ErrorKind::ConnectionAborted,
-                "client no longer served",
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl AsyncRead for Conn {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        if let Err(e) = self.check(cx) {
-            return Poll::Ready(Err(e));
-        }
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Conn {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        if let Err(e) = self.check(cx) {
-            return Poll::Ready(Err(e));
-        }
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if let Err(e) = self.check(cx) {
-            return Poll::Ready(Err(e));
-        }
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
-
-struct StoppableListener {
-    inner: TcpListener,
-    stop: watch::Receiver<bool>,
-}
-
-impl axum::serve::Listener for StoppableListener {
-    type Io = Conn;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Conn, SocketAddr) {
-        loop {
-            match self.inner.accept().await {
-                Ok((io, addr)) => {
-                    // Events go out as written, not after Nagle's delay.
-                    let _ = io.set_nodelay(true);
-                    let stop = Box::pin(stopped(self.stop.clone()));
-                    return (
-                        Conn {
-                            io,
-                            stop,
-                            stopped: false,
-                        },
-                        addr,
-                    );
-                }
-                // Out of descriptors and the like: wait and try again, as axum's own does.
-                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
-            }
-        }
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.local_addr()
-    }
-}
-
-/// Serves `listener` until the client is stopped; then the listener closes.
+/// Serves `listener` until the client is stopped. Then the listener closes, and dropping
+/// axum's accept loop shuts its connections down (idle and half-sent requests at once; a
+/// watch ends on the same stop signal).
 pub(crate) async fn serve(listener: TcpListener, ctx: Arc<ClientCtx>) {
     let stop = ctx.stop.clone();
     let router = Router::new().fallback(http::handle).with_state(ctx);
-    let listener = StoppableListener {
-        inner: listener,
-        stop: stop.clone(),
-    };
+    // Events go out as written, not after Nagle's delay.
+    let listener = listener.tap_io(|io| {
+        let _ = io.set_nodelay(true);
+    });
     tokio::select! {
         _ = axum::serve(listener, router) => {}
         () = stopped(stop) => {}

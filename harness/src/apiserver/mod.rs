@@ -55,10 +55,30 @@ pub(crate) struct Shared {
 pub struct ApiServer {
     shared: Arc<Shared>,
     runtime: tokio::runtime::Handle,
-    /// Per client, the signal that ends its listeners and connections.
-    clients: Mutex<BTreeMap<String, tokio::sync::watch::Sender<bool>>>,
+    /// Per client, the signal that ends its listeners and connections, and the listeners'
+    /// tasks.
+    clients: Mutex<BTreeMap<String, Client>>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Client {
+    stop: tokio::sync::watch::Sender<bool>,
+    listeners: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Client {
+    /// Signals the stop and waits (briefly) until every listener is closed, so that a
+    /// connection attempt after [`ApiServer::stop_listening`] is refused.
+    fn stop(self) {
+        self.stop.send_replace(true);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while self.listeners.iter().any(|l| !l.is_finished())
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
 }
 
 /// One change a publication made.
@@ -157,25 +177,29 @@ impl ApiServer {
             let _entered = self.runtime.enter();
             tokio::net::TcpListener::from_std(listener)?
         };
-        let stop = lock(&self.clients)
-            .entry(client.to_string())
-            .or_insert_with(|| tokio::sync::watch::Sender::new(false))
-            .subscribe();
+        let mut clients = lock(&self.clients);
+        let entry = clients.entry(client.to_string()).or_insert_with(|| Client {
+            stop: tokio::sync::watch::Sender::new(false),
+            listeners: Vec::new(),
+        });
         let ctx = Arc::new(http::ClientCtx {
             shared: Arc::clone(&self.shared),
             client: client.to_string(),
-            stop,
+            stop: entry.stop.subscribe(),
             local,
         });
-        self.runtime.spawn(listen::serve(listener, ctx));
+        entry
+            .listeners
+            .push(self.runtime.spawn(listen::serve(listener, ctx)));
         Ok(local)
     }
 
     /// Stops serving `client`: its listeners close and so does every connection it has open,
     /// watches included, as when its node goes away.
     pub fn stop_listening(&self, client: &str) {
-        if let Some(stop) = lock(&self.clients).remove(client) {
-            stop.send_replace(true);
+        let removed = lock(&self.clients).remove(client);
+        if let Some(client) = removed {
+            client.stop();
         }
     }
 
@@ -246,8 +270,9 @@ impl ApiServer {
 
 impl Drop for ApiServer {
     fn drop(&mut self) {
-        for (_, stop) in std::mem::take(&mut *lock(&self.clients)) {
-            stop.send_replace(true);
+        let clients = std::mem::take(&mut *lock(&self.clients));
+        for client in clients.into_values() {
+            client.stop.send_replace(true);
         }
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());
