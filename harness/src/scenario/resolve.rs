@@ -4,7 +4,7 @@
 
 use super::family::{of_family, IpFamily};
 use super::model::{
-    Endpoint, EndpointConditions, EndpointSlice, IpMode, Scenario, Service, ServicePort,
+    Endpoint, EndpointConditions, EndpointSlice, IpMode, Pod, Scenario, Service, ServicePort,
     ServiceType, SessionAffinity, TargetPort, TrafficPolicy,
 };
 use super::validate::{named_port, selected_pods};
@@ -134,7 +134,7 @@ fn proxied_cluster_ip(svc: &Service, family: IpFamily) -> Option<IpAddr> {
 }
 
 /// `apiservice.ExternallyAccessible`: the condition under which externalTrafficPolicy applies.
-fn externally_accessible(svc: &Service) -> bool {
+pub(crate) fn externally_accessible(svc: &Service) -> bool {
     match svc.spec.type_ {
         ServiceType::NodePort | ServiceType::LoadBalancer => true,
         ServiceType::ClusterIP => !svc.spec.external_ips.is_empty(),
@@ -198,7 +198,8 @@ fn load_balancer_vips(svc: &Service) -> Vec<IpAddr> {
         .collect()
 }
 
-fn affinity_timeout(svc: &Service) -> Option<u32> {
+/// The ClientIP affinity timeout, defaulted as the API server does; `None` without affinity.
+pub(crate) fn affinity_timeout(svc: &Service) -> Option<u32> {
     (svc.spec.session_affinity == SessionAffinity::ClientIP).then(|| {
         svc.spec
             .session_affinity_config
@@ -272,13 +273,7 @@ fn slice_endpoints(
 fn endpoint_info(s: &Scenario, ep: &Endpoint, port: u16) -> Option<EndpointInfo> {
     let ip = *ep.addresses.first()?;
     let (ready, serving, terminating) = conditions(&ep.conditions);
-    let node_name = ep.node_name.clone().or_else(|| {
-        s.topology
-            .pods
-            .iter()
-            .find(|pod| pod.ip.all().any(|a| a == ip))
-            .map(|pod| pod.node.clone())
-    });
+    let node_name = ep.node_name.clone().or_else(|| node_of_pod_ip(s, ip));
     Some(EndpointInfo {
         ip,
         port,
@@ -287,6 +282,15 @@ fn endpoint_info(s: &Scenario, ep: &Endpoint, port: u16) -> Option<EndpointInfo>
         serving,
         terminating,
     })
+}
+
+/// The node of the pod owning `ip`: an explicit endpoint's default `nodeName`.
+pub(crate) fn node_of_pod_ip(s: &Scenario, ip: IpAddr) -> Option<String> {
+    s.topology
+        .pods
+        .iter()
+        .find(|pod| pod.ip.all().any(|a| a == ip))
+        .map(|pod| pod.node.clone())
 }
 
 /// EndpointConditions defaults per the API docs: terminating false; ready, when unknown, is
@@ -312,11 +316,7 @@ fn selector_endpoints(
         .into_iter()
         .filter_map(|pod| {
             let ip = pod.ip.of(family)?;
-            let target = match &port.target_port {
-                None => port.port,
-                Some(TargetPort::Number(n)) => *n,
-                Some(TargetPort::Name(name)) => named_port(pod, name, port.protocol)?,
-            };
+            let target = target_port(pod, port)?;
             Some(EndpointInfo {
                 ip,
                 port: target,
@@ -327,6 +327,17 @@ fn selector_endpoints(
             })
         })
         .collect()
+}
+
+/// The port `port` sends to on `pod`: its numeric targetPort (`port` when absent), or the
+/// container port its named targetPort resolves to there (`FindPort`); `None` when the name
+/// resolves to nothing on the pod.
+pub(crate) fn target_port(pod: &Pod, port: &ServicePort) -> Option<u16> {
+    match &port.target_port {
+        None => Some(port.port),
+        Some(TargetPort::Number(n)) => Some(*n),
+        Some(TargetPort::Name(name)) => named_port(pod, name, port.protocol),
+    }
 }
 
 #[cfg(test)]

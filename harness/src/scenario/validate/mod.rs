@@ -15,6 +15,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 mod service_families;
+pub(crate) use service_families::service_ip_families;
 mod topology;
 
 /// One step of a field path.

@@ -6,9 +6,24 @@
 
 use super::{Checker, FieldPath};
 use crate::scenario::family::{IpFamily, IpFamilyPolicy};
-use crate::scenario::model::{Service, ServiceType, IPV4_FORM};
+use crate::scenario::model::{Scenario, Service, ServiceType, IPV4_FORM};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+
+/// The families the API server gives `svc` on `s`'s cluster (`allocated_families`), primary
+/// first, for a Service that passed validation (its problems are dropped); empty for an
+/// ExternalName Service.
+pub(crate) fn service_ip_families(s: &Scenario, svc: &Service) -> Vec<IpFamily> {
+    if svc.spec.type_ == ServiceType::ExternalName {
+        return Vec::new();
+    }
+    let mut checker = Checker {
+        s,
+        known: super::KnownProxiers::Any,
+        issues: Vec::new(),
+    };
+    checker.allocated_families(&FieldPath::root("spec"), svc, &svc.cluster_ips())
+}
 
 impl Checker<'_> {
     /// `clusterIP`, `clusterIPs`, `ipFamilies` and `ipFamilyPolicy` of services[i];
