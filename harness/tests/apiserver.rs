@@ -886,3 +886,26 @@ fn listen_in_serves_inside_the_namespace_only() {
     drop(server);
     drop(ns);
 }
+
+#[test]
+fn a_watch_ends_at_its_timeout_after_a_bookmark() {
+    let (_server, addr) = serve(cluster());
+    let rv = rv_of(&get(addr, "/api/v1/services").json());
+    let started = std::time::Instant::now();
+    let mut w = Watch::open(
+        addr,
+        &format!("/api/v1/services?watch=true&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=3"),
+    );
+    let e = w.next().expect("a bookmark 2 s before the timeout");
+    assert_eq!(
+        (e["type"].as_str(), e["object"]["kind"].as_str()),
+        (Some("BOOKMARK"), Some("Service"))
+    );
+    assert_eq!(rv_of(&e["object"]), rv);
+    assert!(w.next().is_none(), "the stream ends");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(2900) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+}
