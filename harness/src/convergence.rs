@@ -8,6 +8,11 @@
 //! on the updated node) or missing (only on the fresh one); the same lines in another order
 //! (iptables rules are evaluated in order) is a difference too.
 //!
+//! The order of the rules of `KUBE-SERVICES` and `KUBE-NODEPORTS` between Services is not a
+//! difference: kube-proxy writes them in its map's (random) order, and its own tests compare
+//! them sorted by Service, related rules keeping their order (`sortIPTablesRules`,
+//! pkg/proxy/iptables/proxier_test.go), which is what is compared here too.
+//!
 //! One thing a fresh node cannot have is allowed: an IPVS real server at weight 0 that still
 //! holds connections is draining (graceful termination keeps it until they end,
 //! pkg/proxy/ipvs/graceful_termination.go). Once drained it must go, and a later check says so.
@@ -25,8 +30,8 @@ pub fn differences(
     allowed: &[String],
 ) -> Vec<String> {
     let (mut updated, fresh) = (
-        with_located_nft(sections(&updated.to_text()), updated),
-        with_located_nft(sections(&fresh.to_text()), fresh),
+        with_located_nft(by_service(sections(&updated.to_text())), updated),
+        with_located_nft(by_service(sections(&fresh.to_text())), fresh),
     );
     for lines in updated.values_mut() {
         lines.retain(|line| !allowed.contains(line));
@@ -80,6 +85,45 @@ fn with_located_nft(
         sections.insert("nft".into(), lines);
     }
     sections
+}
+
+/// The chains whose rules for different Services may come in any order, each Service's
+/// rules keeping theirs.
+const SERVICE_ORDERED_CHAINS: [&str; 2] = ["KUBE-SERVICES", "KUBE-NODEPORTS"];
+
+/// `sections` with the rules of [`SERVICE_ORDERED_CHAINS`] that name a Service in their
+/// comment stably sorted by that Service, as `sortIPTablesRules` does; every other line,
+/// among them the rule that "must be the last rule" of the chain, stays where it is.
+fn by_service(mut sections: BTreeMap<String, Vec<String>>) -> BTreeMap<String, Vec<String>> {
+    for lines in sections.values_mut() {
+        for chain in SERVICE_ORDERED_CHAINS {
+            let prefix = format!("-A {chain} ");
+            let service = |rule: &str| {
+                rule_comment(rule)
+                    .filter(|c| !c.contains("must be the last rule"))
+                    .and_then(|c| c.split([' ', ':']).next().map(str::to_string))
+                    .filter(|s| s.contains('/'))
+            };
+            let places: Vec<usize> = (0..lines.len())
+                .filter(|&i| lines[i].starts_with(&prefix) && service(&lines[i]).is_some())
+                .collect();
+            let mut rules: Vec<String> = places.iter().map(|&i| lines[i].clone()).collect();
+            rules.sort_by_key(|rule| service(rule));
+            for (i, rule) in places.into_iter().zip(rules) {
+                lines[i] = rule;
+            }
+        }
+    }
+    sections
+}
+
+/// The text of a rule's `--comment` (quoted or not).
+fn rule_comment(rule: &str) -> Option<String> {
+    let rest = rule.split_once("--comment ")?.1;
+    Some(match rest.strip_prefix('"') {
+        Some(quoted) => quoted.split('"').next().unwrap_or_default().to_string(),
+        None => rest.split(' ').next().unwrap_or_default().to_string(),
+    })
 }
 
 /// The block path a located line belongs to (`ip kube-proxy › chain services`).
@@ -228,6 +272,32 @@ mod tests {
             sysctls: BTreeMap::new(),
             nft: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn services_may_come_in_any_order_their_rules_may_not() {
+        let save = |rules: &[&str]| {
+            state(&format!(
+                "*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-A - [0:0]\n:KUBE-SVC-B - [0:0]\n{}\nCOMMIT\n",
+                rules.join("\n")
+            ))
+        };
+        let a1 = r#"-A KUBE-SERVICES -d 10.96.0.10/32 -p tcp -m comment --comment "ns/a:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-A"#;
+        let a2 = r#"-A KUBE-SERVICES -d 1.2.3.4/32 -p tcp -m comment --comment "ns/a:http external IP" -m tcp --dport 80 -j KUBE-SVC-A"#;
+        let b = r#"-A KUBE-SERVICES -d 10.96.0.20/32 -p tcp -m comment --comment "ns/b:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-B"#;
+        let last = r#"-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS"#;
+        let fresh = save(&[a1, a2, b, last]);
+        assert!(differences(&save(&[b, a1, a2, last]), &fresh, &[]).is_empty());
+        assert_eq!(
+            differences(&save(&[a2, a1, b, last]), &fresh, &[]).len(),
+            1,
+            "one Service's rules keep their order"
+        );
+        assert_eq!(
+            differences(&save(&[last, a1, a2, b]), &fresh, &[]).len(),
+            1,
+            "the last rule stays last"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! It runs on its own thread and tokio runtime, so that callers stay synchronous, and it is
 //! deterministic: the same publications give byte-identical answers.
 
+mod delivery;
 mod discovery;
 mod http;
 mod list;
@@ -23,6 +24,7 @@ mod store;
 mod watch;
 mod writes;
 
+pub use delivery::Delivered;
 pub use log::{PostedEvent, RequestRecord};
 pub use store::ChangeType;
 

@@ -12,6 +12,7 @@ pub mod kube_proxy_ipvs;
 pub mod kube_proxy_nftables;
 mod node_port_addresses;
 pub mod programmer;
+pub mod real;
 pub mod replay;
 mod sha256_base32;
 #[cfg(test)]
@@ -109,12 +110,13 @@ pub const BUILTIN: [&str; 3] = [
 ];
 
 /// Whether the proxier `spec` names needs IP_VS in the kernel, decided from what it is, not
-/// from its spelling: the IPVS built-in, or a `replay:` capture that holds IPVS services. An
+/// from its spelling: the IPVS built-in, a real kube-proxy in IPVS mode, or a `replay:`
+/// capture that holds IPVS services. An
 /// `exec:` proxier is only known by what it programs: one that writes IPVS services on a kernel
 /// without IP_VS fails when they are applied, saying so.
 pub fn needs_ipvs(spec: &str) -> bool {
     if let Some(dir) = spec.strip_prefix("replay:") {
         return replay::Replay::new(dir).captures_ipvs();
     }
-    spec == "kube-proxy-ipvs"
+    spec == "kube-proxy-ipvs" || spec.starts_with("kube-proxy:ipvs")
 }

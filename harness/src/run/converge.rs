@@ -11,7 +11,7 @@ use std::time::Duration;
 /// For each node: how what it holds differs from what `programmer` programs into a fresh node
 /// for the same `cluster` (each line names the node), and how long programming the fresh
 /// nodes took.
-pub(super) fn convergence_check(
+pub(super) async fn convergence_check(
     topo: &Topology,
     state: &Scenario,
     cluster: &ClusterState,
@@ -31,7 +31,12 @@ pub(super) fn convergence_check(
         let node = topo.node(&spec.name)?;
         let ctx = scenario::node_context(state, &spec.name)
             .with_context(|| format!("node {} is not in the scenario", spec.name))?;
-        let twin = topo.fresh_twin(spec)?;
+        let twin = if programmer.twins_need_addresses() {
+            topo.fresh_addressed_twin(spec, &state.topology.underlay)
+                .await?
+        } else {
+            topo.fresh_twin(spec)?
+        };
         let started = std::time::Instant::now();
         programmer
             .program_fresh(step, cluster, &ctx, &twin)

@@ -84,6 +84,13 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
     patience: impl Into<Patience>,
 ) -> Result<ScenarioRun> {
     let patience = patience.into();
+    if let Some(why) = proxier.scenario_problem(scenario) {
+        anyhow::bail!(
+            "{} cannot run against {}: {why}",
+            scenario.name,
+            proxier.label()
+        );
+    }
     if !scenario.steps.is_empty() {
         if let Some(why) = proxier.steps_problem(scenario) {
             anyhow::bail!("{}: {why}", scenario.name);
@@ -137,6 +144,7 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
             staged.programmer.as_mut(),
             &mut flushed_before,
         )
+        .await
         .with_context(context)?;
         timing.fresh_syncs.push(fresh_sync);
         judged.violations.extend(not_converged.iter().map(|d| {

@@ -104,7 +104,7 @@ impl ProbeGroup<'_> {
         let mut verdicts = verdicts;
         for (index, spec) in scenario.probes.iter().enumerate() {
             let probe_started = std::time::Instant::now();
-            let expectation = spec.expectation_for(&proxier.label());
+            let expectation = spec.expectation_for(&proxier.expectations_of());
             let (plan, shots) = if let Some(flow) = &spec.continues {
                 let (plan, shot) = flows
                     .continue_flow(topo, flow)

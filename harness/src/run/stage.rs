@@ -115,8 +115,12 @@ impl Staged<'_> {
         let synced = std::time::Instant::now();
         let previous = (!step.restart_proxier).then_some(&self.cluster);
         let name = scenario::step_name(step, k);
-        self.programmer
-            .advance(&state.scenario, &name, step.restart_proxier)?;
+        self.programmer.advance(
+            self.topo.nodes(),
+            &state.scenario,
+            &name,
+            step.restart_proxier,
+        )?;
         let nodes = resync_nodes(
             &self.topo,
             &state.scenario,

@@ -326,6 +326,27 @@ impl Topology {
         Ok(twin)
     }
 
+    /// [`Topology::fresh_twin`] with the node's devices and addresses (its `eth0` a bridge
+    /// with no port, so nothing reaches it): for a proxier that reads the node's addresses
+    /// from its interfaces, as kube-proxy does for `nodePortAddresses` and IPVS NodePorts.
+    pub async fn fresh_addressed_twin(
+        &self,
+        node: &crate::scenario::Node,
+        underlay: &crate::scenario::DualCidr,
+    ) -> Result<NodeNs> {
+        let twin = self.fresh_twin(node)?;
+        NetlinkNs::open(&twin.netns)?
+            .add_bridge(
+                UNDERLAY_IF,
+                mac_for(&format!("node/{}/{UNDERLAY_IF}", node.name)),
+            )
+            .await?;
+        configure_node(&twin, underlay)
+            .await
+            .with_context(|| format!("giving the fresh twin of {} its addresses", node.name))?;
+        Ok(twin)
+    }
+
     pub fn external(&self) -> Result<&ExternalNs> {
         self.external
             .as_ref()
@@ -487,7 +508,11 @@ async fn build_node(
         .await?;
     fabric.enslave(&port, FABRIC_BRIDGE).await?;
     fabric.set_up(&port).await?;
+    configure_node(node, underlay).await
+}
 
+/// A node's addresses, devices, routes and sysctls, on an `eth0` that exists already.
+async fn configure_node(node: &NodeNs, underlay: &crate::scenario::DualCidr) -> Result<()> {
     // No ICMP redirects from nodes: a redirect updates the per-peer ICMP rate state
     // (net/ipv4/route.c ip_rt_send_redirect), so the port-unreachable of a kube-proxy REJECT
     // for traffic forwarded back out the interface it came in on would be rate-limited away,

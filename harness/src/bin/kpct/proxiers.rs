@@ -54,8 +54,12 @@ pub fn builtin(name: &str, way_out: &str) -> Result<Box<dyn kpct::proxier::Proxi
     Ok(p)
 }
 
-/// `kube-proxy-ipvs`, `kube-proxy-iptables`, `exec:COMMAND [ARGS]` or `replay:DIR`.
+/// A built-in (`kube-proxy-ipvs`, `kube-proxy-iptables`, `kube-proxy-nftables`),
+/// `exec:COMMAND [ARGS]`, `replay:DIR` or `kube-proxy:MODE[:PATH|:VERSION]`.
 pub fn from_spec(spec: &str) -> Result<Box<dyn kpct::run::NodeProgrammer>> {
+    if kpct::proxier::real::RealProxier::is_spec(spec) {
+        return Ok(Box::new(kpct::proxier::real::RealProxier::from_spec(spec)?));
+    }
     if spec.starts_with("exec:") {
         return Ok(Box::new(kpct::proxier::exec::ExecProxier::from_spec(spec)?));
     }
@@ -66,7 +70,8 @@ pub fn from_spec(spec: &str) -> Result<Box<dyn kpct::run::NodeProgrammer>> {
         .map(|p| Box::new(p) as Box<dyn kpct::run::NodeProgrammer>)
         .ok_or_else(|| {
             anyhow::anyhow!(
-                "unknown proxier `{spec}` (built-in: {}; or exec:COMMAND, replay:DIR)",
+                "unknown proxier `{spec}` (built-in: {}; or exec:COMMAND, replay:DIR, \
+                 kube-proxy:MODE[:PATH|:VERSION])",
                 kpct::proxier::BUILTIN.join(", ")
             )
         })

@@ -36,6 +36,19 @@ pub trait NodeProgrammer: Send + Sync {
         None
     }
 
+    /// The name whose `expectFor` expectations judge this proxier (by default its label): a
+    /// real kube-proxy is judged as the built-in of its mode.
+    fn expectations_of(&self) -> String {
+        self.label()
+    }
+
+    /// Why this proxier cannot run `scenario` at all, if it cannot (checked before anything is
+    /// built): a setting it has no way to take, say.
+    fn scenario_problem(&self, scenario: &Scenario) -> Option<String> {
+        let _ = scenario;
+        None
+    }
+
     /// Begins one run of `scenario` (as it stands initially): what programs its nodes until
     /// the run ends.
     fn begin<'a>(&'a self, scenario: &Scenario) -> Result<Box<dyn RunProgrammer + 'a>>;
@@ -53,10 +66,17 @@ pub trait RunProgrammer {
         node: &NodeNs,
     ) -> Result<NodeSummary>;
 
-    /// The cluster is now `state`, after step `step`; called once per step, before any node
-    /// re-syncs. With `restart`, the proxier restarts before it syncs and remembers nothing.
-    fn advance(&mut self, state: &Scenario, step: &str, restart: bool) -> Result<()> {
-        let _ = (state, step, restart);
+    /// The cluster is now `state`, after step `step`; called once per step, before any of
+    /// `nodes` re-syncs. With `restart`, the proxier restarts before it syncs and remembers
+    /// nothing.
+    fn advance(
+        &mut self,
+        nodes: &[NodeNs],
+        state: &Scenario,
+        step: &str,
+        restart: bool,
+    ) -> Result<()> {
+        let _ = (nodes, state, step, restart);
         Ok(())
     }
 
@@ -84,6 +104,12 @@ pub trait RunProgrammer {
     ) -> Result<NodeSummary> {
         let _ = step;
         self.program_node(cluster, ctx, node)
+    }
+
+    /// Whether the fresh twins this proxier programs need the node's devices and addresses
+    /// (it reads them from the interfaces, not from the scenario).
+    fn twins_need_addresses(&self) -> bool {
+        false
     }
 
     /// Whether the proxier answers healthCheckNodePorts itself (a real kube-proxy's health

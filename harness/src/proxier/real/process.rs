@@ -1,0 +1,278 @@
+//! A long-running proxier process in one node, confined to it, and everything it prints.
+//!
+//! The process runs inside the node's network namespace, in a mount namespace and a PID
+//! namespace of its own (util-linux `unshare`), with:
+//! - the host's file systems read-only, a private `/run` (no `/run/netns` to reach another
+//!   node through, a private `xtables.lock`) and a sysfs of its own node's namespace,
+//!   read-only (no host device reachable through `/sys`);
+//! - `/proc/sys` read-only except `/proc/sys/net`, its node's own sysctls;
+//! - only NET_ADMIN, NET_RAW and NET_BIND_SERVICE among capabilities: no SYS_ADMIN (no
+//!   remount, no setns), no SYS_MODULE, no SYS_PTRACE.
+//!
+//! It dies with kpct, SIGKILL included: `unshare` gets a parent-death SIGKILL, its child (the
+//! PID namespace's init, a shell that waits for the proxier) gets one from `unshare
+//! --kill-child`, and when a PID namespace's init dies the kernel kills everything in it. The
+//! proxier itself is not that init, so a SIGTERM reaches it as it would from a kubelet.
+//!
+//! A parent-death signal fires when the *thread* that spawned the child ends, so every
+//! process is spawned by a keeper thread of its own that lives until the process exits.
+
+use crate::netns::Netns;
+use crate::process_groups::Group;
+use anyhow::{anyhow, Context, Result};
+use std::collections::VecDeque;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Run by the PID namespace's init (`sh -c SCRIPT kpct-confined PROGRAM ARGS…`): the mounts
+/// above, then the proxier as its child, with the capabilities above; exits with the
+/// proxier's status. Every mount must succeed: a proxier is never started less confined.
+const SCRIPT: &str = r#"set -e
+mount -t tmpfs -o size=1m,mode=0755,nosuid,nodev kpct-run /run
+mount -t sysfs -o ro,nosuid,nodev,noexec kpct-sys /sys
+mount --bind /proc/sys/net /proc/sys/net
+mount --rbind /proc/sys /proc/sys
+mount -o remount,bind,ro /proc/sys
+for m in $(awk '{print $5}' /proc/self/mountinfo); do
+  case "$m" in
+    /run|/run/*|/proc|/proc/*|/sys|/sys/*) ;;
+    *) mount -o remount,bind,ro "$m" ;;
+  esac
+done
+setpriv --no-new-privs --bounding-set=-all,+net_admin,+net_raw,+net_bind_service \
+  --inh-caps=-all --ambient-caps=-all -- "$@" &
+proxier=$!
+wait "$proxier"
+"#;
+
+/// The last this many bytes of a process's output are kept (its log tail, for evidence).
+const KEPT_OUTPUT: usize = 256 * 1024;
+
+/// A confined proxier process; killed, with everything it started, when dropped.
+pub struct ProxierProcess {
+    /// What it is, for messages: `kube-proxy on node-a`.
+    label: String,
+    /// `unshare`'s pid: the leader of the process group every process of the proxier is in.
+    leader: u32,
+    group: Group,
+    state: Arc<(Mutex<Shared>, Condvar)>,
+    keeper: Option<std::thread::JoinHandle<()>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+    started: Instant,
+}
+
+/// What the keeper and output threads report.
+#[derive(Default)]
+struct Shared {
+    exit: Option<ExitStatus>,
+    output: VecDeque<u8>,
+    /// Bytes of output dropped from the front to keep [`KEPT_OUTPUT`].
+    dropped: usize,
+}
+
+impl ProxierProcess {
+    /// Starts `program` with `args` confined to `netns` (see the module's doc).
+    pub fn start(
+        netns: &Netns,
+        label: &str,
+        program: &std::path::Path,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) -> Result<ProxierProcess> {
+        let mut cmd = netns.command("unshare")?;
+        cmd.args([
+            "--mount",
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--mount-proc",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            SCRIPT,
+            "kpct-confined",
+        ])
+        .arg(program)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+        // SAFETY: prctl(2) is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let state = Arc::new((Mutex::new(Shared::default()), Condvar::new()));
+        let (spawned_tx, spawned_rx) = std::sync::mpsc::channel();
+        let keeper_state = Arc::clone(&state);
+        let keeper = std::thread::Builder::new()
+            .name(format!("keeper {label}"))
+            .spawn(move || {
+                let mut child = match cmd.spawn() {
+                    Ok(child) => child,
+                    Err(e) => {
+                        let _ = spawned_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let pipes = (child.stdout.take(), child.stderr.take());
+                let _ = spawned_tx.send(Ok((child.id(), pipes)));
+                let status = child.wait();
+                let (lock, woken) = &*keeper_state;
+                let mut shared = lock.lock().unwrap_or_else(|p| p.into_inner());
+                shared.exit = Some(status.unwrap_or_else(|_| ExitStatus::from_raw(-1)));
+                woken.notify_all();
+            })
+            .context("starting a keeper thread")?;
+        let (leader, (stdout, stderr)) = spawned_rx
+            .recv()
+            .map_err(|_| anyhow!("the keeper thread of {label} ended before spawning it"))?
+            .with_context(|| {
+                format!("starting {label} (unshare, in namespace {})", netns.name())
+            })?;
+        let group = Group::of_leader(leader);
+        let readers = [
+            stdout.map(|p| Box::new(p) as Box<dyn Read + Send>),
+            stderr.map(|p| Box::new(p) as Box<dyn Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|pipe| {
+            let state = Arc::clone(&state);
+            std::thread::spawn(move || keep_output(pipe, &state))
+        })
+        .collect();
+        Ok(ProxierProcess {
+            label: label.to_string(),
+            leader,
+            group,
+            state,
+            keeper: Some(keeper),
+            readers,
+            started: Instant::now(),
+        })
+    }
+
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// How it ended, if it has.
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        self.shared().exit
+    }
+
+    /// How long since it was started.
+    pub fn age(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// The last `lines` lines it printed (stdout and stderr, as they came).
+    pub fn log_tail(&self, lines: usize) -> String {
+        let shared = self.shared();
+        let bytes: Vec<u8> = shared.output.iter().copied().collect();
+        let text = String::from_utf8_lossy(&bytes);
+        let all: Vec<&str> = text.lines().collect();
+        let from = all.len().saturating_sub(lines);
+        all[from..].join("\n")
+    }
+
+    /// Asks the proxier to stop (SIGTERM, as a kubelet does) and waits up to `grace` for it
+    /// to exit; kills everything left either way. `Ok` with its status if it exited in time;
+    /// an error saying so if it had to be killed.
+    pub fn stop(&mut self, grace: Duration) -> Result<ExitStatus> {
+        if let Some(status) = self.exit_status() {
+            return Ok(status);
+        }
+        if let Some(pid) = self.proxier_pid() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        let exited = self.wait_exit(grace);
+        self.group.kill();
+        let status = self.wait_exit(Duration::from_secs(5));
+        match (exited, status) {
+            (Some(status), _) => Ok(status),
+            (None, _) => Err(anyhow!(
+                "{} did not exit within {} s of SIGTERM; killed",
+                self.label,
+                grace.as_secs_f32()
+            )),
+        }
+    }
+
+    /// Its exit status once it has exited, waiting at most `limit`.
+    pub fn wait_exit(&self, limit: Duration) -> Option<ExitStatus> {
+        let (lock, woken) = &*self.state;
+        let shared = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let (shared, _) = woken
+            .wait_timeout_while(shared, limit, |s| s.exit.is_none())
+            .unwrap_or_else(|p| p.into_inner());
+        shared.exit
+    }
+
+    /// The proxier's own pid (in kpct's PID namespace): the child of the PID namespace's init,
+    /// which is `unshare`'s child.
+    fn proxier_pid(&self) -> Option<u32> {
+        let init = children(self.leader).into_iter().next()?;
+        children(init).into_iter().next()
+    }
+
+    fn shared(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.state.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for ProxierProcess {
+    fn drop(&mut self) {
+        self.group.kill();
+        if let Some(keeper) = self.keeper.take() {
+            let _ = keeper.join();
+        }
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
+        }
+    }
+}
+
+/// The children of `pid` (Linux's `/proc/PID/task/PID/children`).
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Appends what `pipe` yields to the kept output until it closes, dropping the oldest bytes
+/// beyond [`KEPT_OUTPUT`]: a proxier that prints without end costs a bounded amount of memory.
+fn keep_output(mut pipe: Box<dyn Read + Send>, state: &(Mutex<Shared>, Condvar)) {
+    let mut buf = [0u8; 8192];
+    loop {
+        match pipe.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                let mut shared = state.0.lock().unwrap_or_else(|p| p.into_inner());
+                shared.output.extend(&buf[..n]);
+                let excess = shared.output.len().saturating_sub(KEPT_OUTPUT);
+                if excess > 0 {
+                    shared.output.drain(..excess);
+                    shared.dropped += excess;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,534 @@
+//! One run of a real proxier: the API server serving the scenario's cluster, and a proxier
+//! process on every node (and on each fresh twin the convergence check builds).
+
+use super::config::KubeProxyConfiguration;
+use super::metrics::Changes;
+use super::process::ProxierProcess;
+use super::sync::{Baseline, SyncWatch};
+use super::RealProxier;
+use crate::api_objects::{cluster_objects, ClusterObjects};
+use crate::apiserver::{self, ApiServer, Publication};
+use crate::cluster::{ClusterState, NodeContext};
+use crate::proxier::programmer::{summarize_effective, NodeSummary, RunProgrammer};
+use crate::proxier::Resync;
+use crate::scenario::{IpCidr, IpFamily, Scenario};
+use crate::topology::NodeNs;
+use anyhow::{Context, Result};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long a stopping proxier may take to exit after SIGTERM.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// The real proxier of every node of one run.
+pub struct RealRun<'a> {
+    proxier: &'a RealProxier,
+    server: Publisher,
+    /// Where each node's configuration and kubeconfig are written; removed with the run.
+    dir: ScratchDir,
+    /// The scenario as it stands (the initial one, or the last step's).
+    state: Scenario,
+    /// The families each node's kube-proxy runs a proxier for.
+    families: Vec<&'static str>,
+    nodes: BTreeMap<String, ProxierProcess>,
+    /// Where each node is served the API.
+    addresses: BTreeMap<String, SocketAddr>,
+    /// The last update: when it was published, its publications, and every node's metrics
+    /// just before (none after a restart: the new processes sync from scratch).
+    update: Option<Update>,
+}
+
+/// The API server, and what it has published of the sync markers (see [`super::sync`]).
+struct Publisher {
+    server: ApiServer,
+    /// Publications so far: the markers' annotation.
+    publications: std::cell::Cell<u64>,
+    /// Kicks so far: the kick slices' endpoint.
+    kicks: std::cell::Cell<u64>,
+}
+
+impl std::ops::Deref for Publisher {
+    type Target = ApiServer;
+    fn deref(&self) -> &ApiServer {
+        &self.server
+    }
+}
+
+impl Publisher {
+    /// The cluster's objects at `state` with the markers as they stand.
+    fn objects(&self, state: &Scenario) -> ClusterObjects {
+        with_markers(
+            cluster_objects(state),
+            state,
+            self.publications.get(),
+            self.kicks.get(),
+        )
+    }
+
+    /// `state` published as an update, then a second publication that touches only the
+    /// markers, so that every informer sees them after every other event. Returns when the
+    /// first began (seconds since the epoch) and both.
+    fn update(&self, state: &Scenario) -> Result<(f64, Vec<Publication>)> {
+        let first = self.server.publish(self.objects(state))?;
+        self.publications.set(self.publications.get() + 1);
+        let markers = self.server.publish(self.objects(state))?;
+        let at = first
+            .published_at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        Ok((at, vec![first, markers]))
+    }
+
+    /// A kick: the kick slices' endpoint moves, which every family's proxier syncs for and
+    /// programs nothing of (their Service is the ExternalName marker).
+    fn kick(&self, state: &Scenario) -> Result<(f64, Vec<Publication>)> {
+        self.kicks.set(self.kicks.get() + 1);
+        self.update(state)
+    }
+}
+
+struct Update {
+    published_at: f64,
+    publications: Vec<Publication>,
+    baselines: BTreeMap<String, Baseline>,
+}
+
+impl<'a> RealRun<'a> {
+    pub fn start(proxier: &'a RealProxier, scenario: &Scenario) -> Result<RealRun<'a>> {
+        let server = ApiServer::start(with_markers(cluster_objects(scenario), scenario, 0, 0))
+            .context("starting the API server")?;
+        let families = crate::scenario::cluster_state(scenario)
+            .families()
+            .map(|c| family_label(c.ip_family))
+            .collect();
+        Ok(RealRun {
+            proxier,
+            server: Publisher {
+                server,
+                publications: Default::default(),
+                kicks: Default::default(),
+            },
+            dir: ScratchDir::new()?,
+            state: scenario.clone(),
+            families,
+            nodes: BTreeMap::new(),
+            addresses: BTreeMap::new(),
+            update: None,
+        })
+    }
+
+    /// Serves the API inside `node`'s namespace, its requests recorded as `client`'s: once per
+    /// namespace, for every proxier started there.
+    fn listen(&self, node: &NodeNs, client: &str) -> Result<SocketAddr> {
+        self.server
+            .listen_in(&node.netns, client)
+            .with_context(|| format!("serving the API to {client}"))
+    }
+
+    /// Starts a proxier in `node`'s namespace as node `name`, reaching the API at `address`
+    /// as `client`; waits for nothing.
+    fn launch(&self, node: &NodeNs, client: &str, address: SocketAddr) -> Result<ProxierProcess> {
+        let dir = self.dir.path().join(client.replace([' ', '(', ')'], "_"));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let kubeconfig = dir.join("kubeconfig");
+        write(
+            &kubeconfig,
+            &apiserver::kubeconfig(address, "system:kube-proxy"),
+        )?;
+        let cluster_cidrs: Vec<IpCidr> = cluster_families(&self.state)
+            .filter_map(|f| self.state.topology.cluster_cidr.of(f))
+            .collect();
+        let config = KubeProxyConfiguration::new(
+            self.proxier.mode,
+            &node.name,
+            &kubeconfig,
+            &cluster_cidrs,
+            &self.state.proxier,
+            false,
+        );
+        let config_file = dir.join("config.json");
+        write(&config_file, &config.to_text()?)?;
+        ProxierProcess::start(
+            &node.netns,
+            &format!("kube-proxy on {client}"),
+            &self.proxier.binary,
+            &[format!("--config={}", config_file.display())],
+            &[],
+        )
+    }
+
+    fn watch<'p>(&self, node: &'p NodeNs, process: &'p ProxierProcess) -> SyncWatch<'p> {
+        SyncWatch {
+            netns: &node.netns,
+            address: metrics_address(),
+            process,
+            timeout: self.proxier.timeout,
+        }
+    }
+
+    /// What the trackers of `client`'s kube-proxy take in of `publications`: each Service event
+    /// once per family's proxier, each EndpointSlice event once if its address type is one
+    /// of theirs.
+    fn delivered(&self, client: &str, publications: &[Publication]) -> Result<Changes> {
+        let mut changes = Changes::default();
+        for publication in publications {
+            for event in self.server.delivered(client, publication)? {
+                match event.kind {
+                    "Service" => changes.services += self.families.len() as u64,
+                    "EndpointSlice" => {
+                        let address_type = event
+                            .object
+                            .pointer("/addressType")
+                            .and_then(|v| v.as_str())
+                            .unwrap_or_default();
+                        let named = event
+                            .object
+                            .pointer("/metadata/labels/kubernetes.io~1service-name")
+                            .is_some();
+                        if named && self.families.contains(&address_type) {
+                            changes.endpoint_slices += 1;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(changes)
+    }
+}
+
+impl RunProgrammer for RealRun<'_> {
+    fn program_node(
+        &mut self,
+        _cluster: &ClusterState,
+        _ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
+        let address = self.listen(node, &node.name)?;
+        self.addresses.insert(node.name.clone(), address);
+        let process = self.start_synced(node, &node.name, address)?;
+        self.nodes.insert(node.name.clone(), process);
+        read_back(node)
+    }
+
+    fn advance(
+        &mut self,
+        nodes: &[NodeNs],
+        state: &Scenario,
+        _step: &str,
+        restart: bool,
+    ) -> Result<()> {
+        let mut baselines = BTreeMap::new();
+        if restart {
+            for process in self.nodes.values_mut() {
+                process.stop(STOP_GRACE)?;
+            }
+        } else {
+            for node in nodes {
+                let process = self
+                    .nodes
+                    .get(&node.name)
+                    .with_context(|| format!("no kube-proxy runs on node {}", node.name))?;
+                baselines.insert(
+                    node.name.clone(),
+                    self.watch(node, process).before_publication()?,
+                );
+            }
+        }
+        self.state = state.clone();
+        let (published_at, publications) = self.server.update(state)?;
+        self.update = Some(Update {
+            published_at,
+            publications,
+            baselines,
+        });
+        Ok(())
+    }
+
+    fn resync_node(
+        &mut self,
+        _resync: &Resync<'_>,
+        _cluster: &ClusterState,
+        _ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
+        let update = self
+            .update
+            .as_mut()
+            .context("a node re-synced before the cluster changed")?;
+        match update.baselines.remove(&node.name) {
+            Some(baseline) => {
+                let publications = update.publications.clone();
+                let published_at = update.published_at;
+                let delivered = self.delivered(&node.name, &publications)?;
+                let process = self
+                    .nodes
+                    .get(&node.name)
+                    .with_context(|| format!("no kube-proxy runs on node {}", node.name))?;
+                let mut kick = || -> Result<(f64, Changes)> {
+                    let (at, publications) = self.server.kick(&self.state)?;
+                    Ok((at, self.delivered(&node.name, &publications)?))
+                };
+                self.watch(node, process).synced_after(
+                    published_at,
+                    baseline,
+                    delivered,
+                    &mut kick,
+                )?;
+            }
+            None => {
+                // Restarted: a new process syncs the state from scratch.
+                self.nodes.remove(&node.name);
+                let address = *self
+                    .addresses
+                    .get(&node.name)
+                    .with_context(|| format!("node {} was never served", node.name))?;
+                let process = self.start_synced(node, &node.name, address)?;
+                self.nodes.insert(node.name.clone(), process);
+            }
+        }
+        read_back(node)
+    }
+
+    fn program_fresh(
+        &mut self,
+        _step: &str,
+        _cluster: &ClusterState,
+        _ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
+        let client = format!("{} (fresh)", node.name);
+        let address = self.listen(node, &client)?;
+        let started = self.start_synced(node, &client, address);
+        self.server.stop_listening(&client);
+        started?.stop(STOP_GRACE)?;
+        read_back(node)
+    }
+
+    fn serves_health_checks(&self) -> bool {
+        true
+    }
+
+    fn twins_need_addresses(&self) -> bool {
+        true
+    }
+}
+
+impl RealRun<'_> {
+    /// Starts a proxier on `node` as `client` and waits until it has synced a state it has
+    /// settled in. kube-proxy's nftables proxier writes its "Drop traffic to unallocated
+    /// ClusterIPs" rule from the ServiceCIDRs it knows at a full sync, and a ServiceCIDR that
+    /// reaches it after its first sync queues none (`OnServiceCIDRsChanged`,
+    /// pkg/proxy/nftables/proxier.go), leaving the rule out until the next full sync, up to
+    /// an hour later (`FullSyncPeriod`): such a start is restarted.
+    fn start_synced(
+        &self,
+        node: &NodeNs,
+        client: &str,
+        address: SocketAddr,
+    ) -> Result<ProxierProcess> {
+        let mut tries = 0;
+        loop {
+            let mut process = self.launch(node, client, address)?;
+            self.watch(node, &process).first_sync(&self.families)?;
+            if self.proxier.mode != super::Mode::Nftables || self.knows_service_cidrs(node)? {
+                return Ok(process);
+            }
+            tries += 1;
+            if tries >= SETTLE_TRIES {
+                anyhow::bail!(
+                    "{} synced {tries} times without the ServiceCIDRs (no \"Drop traffic to \
+                     unallocated ClusterIPs\" rule); its log ends:\n{}",
+                    process.label(),
+                    process.log_tail(20)
+                );
+            }
+            process.stop(STOP_GRACE)?;
+        }
+    }
+
+    /// Whether every family's `kube-proxy` nftables table drops traffic to unallocated
+    /// ClusterIPs, the rule only the ServiceCIDRs make.
+    fn knows_service_cidrs(&self, node: &NodeNs) -> Result<bool> {
+        let tables = crate::programming::nft::read_tables(&node.netns)
+            .with_context(|| format!("reading the nftables tables of {}", node.name))?;
+        Ok(self.families.iter().all(|family| {
+            let wanted = if *family == "IPv6" { "ip6" } else { "ip" };
+            tables.iter().any(|(table, listing)| {
+                table.name == "kube-proxy"
+                    && table.family.name() == wanted
+                    && listing
+                        .iter()
+                        .any(|l| l.contains("Drop traffic to unallocated ClusterIPs"))
+            })
+        }))
+    }
+}
+
+/// How many times a proxier is started before kpct gives up on its settling.
+const SETTLE_TRIES: usize = 5;
+
+/// What the node holds now.
+fn read_back(node: &NodeNs) -> Result<NodeSummary> {
+    let state = crate::programming::effective_state(
+        &node.netns,
+        &crate::programming::ReadOptions::default(),
+    )
+    .with_context(|| format!("reading back node {}", node.name))?;
+    Ok(summarize_effective(node, &state))
+}
+
+fn metrics_address() -> SocketAddr {
+    super::config::METRICS_ADDRESS
+        .parse()
+        .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 10249)))
+}
+
+/// The families of the cluster's pod ranges, IPv4 first.
+fn cluster_families(state: &Scenario) -> impl Iterator<Item = IpFamily> + '_ {
+    [IpFamily::Ipv4, IpFamily::Ipv6]
+        .into_iter()
+        .filter(|f| state.topology.cluster_cidr.has(*f))
+}
+
+fn family_label(family: IpFamily) -> &'static str {
+    match family {
+        IpFamily::Ipv4 => "IPv4",
+        IpFamily::Ipv6 => "IPv6",
+    }
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// `objects` with the sync markers (see [`super::sync`]): an ExternalName Service, which
+/// kube-proxy skips, and per cluster family an EndpointSlice of it with no endpoints, all
+/// annotated with the publication's number, so that each publication changes nothing a
+/// proxier programs but its annotation.
+fn with_markers(
+    mut objects: ClusterObjects,
+    state: &Scenario,
+    publication: u64,
+    kicks: u64,
+) -> ClusterObjects {
+    use k8s_openapi::api::core::v1::{Service, ServiceSpec};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    let annotations = Some(
+        [(MARKER_ANNOTATION.to_string(), publication.to_string())]
+            .into_iter()
+            .collect(),
+    );
+    objects.services.push(Service {
+        metadata: ObjectMeta {
+            name: Some(MARKER.to_string()),
+            namespace: Some(MARKER_NAMESPACE.to_string()),
+            annotations: annotations.clone(),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("ExternalName".to_string()),
+            external_name: Some("kpct-sync-marker.invalid".to_string()),
+            ..Default::default()
+        }),
+        status: None,
+    });
+    for family in cluster_families(state) {
+        objects.endpoint_slices.push(EndpointSlice {
+            metadata: ObjectMeta {
+                name: Some(format!("{MARKER}-{}", family_label(family).to_lowercase())),
+                namespace: Some(MARKER_NAMESPACE.to_string()),
+                annotations: annotations.clone(),
+                labels: Some(
+                    [
+                        ("kubernetes.io/service-name".to_string(), MARKER.to_string()),
+                        (
+                            "endpointslice.kubernetes.io/managed-by".to_string(),
+                            "kpct".to_string(),
+                        ),
+                    ]
+                    .into_iter()
+                    .collect(),
+                ),
+                ..Default::default()
+            },
+            address_type: family_label(family).to_string(),
+            endpoints: Some(Vec::new()),
+            ports: None,
+        });
+        objects.endpoint_slices.push(kick_slice(family, kicks));
+    }
+    objects
+}
+
+/// The kick slice of `family` after `kicks` kicks: one endpoint, in a documentation range,
+/// that moves at each kick; no ports, so no proxier programs anything of it.
+fn kick_slice(family: IpFamily, kicks: u64) -> k8s_openapi::api::discovery::v1::EndpointSlice {
+    use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    let n = kicks % 250 + 1;
+    let address = match family {
+        IpFamily::Ipv4 => format!("192.0.2.{n}"),
+        IpFamily::Ipv6 => format!("2001:db8::{n:x}"),
+    };
+    EndpointSlice {
+        metadata: ObjectMeta {
+            name: Some(format!("{KICK}-{}", family_label(family).to_lowercase())),
+            namespace: Some(MARKER_NAMESPACE.to_string()),
+            labels: Some(
+                [
+                    ("kubernetes.io/service-name".to_string(), MARKER.to_string()),
+                    (
+                        "endpointslice.kubernetes.io/managed-by".to_string(),
+                        "kpct".to_string(),
+                    ),
+                ]
+                .into_iter()
+                .collect(),
+            ),
+            ..Default::default()
+        },
+        address_type: family_label(family).to_string(),
+        endpoints: Some(vec![Endpoint {
+            addresses: vec![address],
+            ..Default::default()
+        }]),
+        ports: None,
+    }
+}
+
+/// The markers' name and namespace, and the annotation each publication changes.
+const MARKER: &str = "kpct-sync-marker";
+const KICK: &str = "kpct-sync-kick";
+const MARKER_NAMESPACE: &str = "kube-system";
+const MARKER_ANNOTATION: &str = "kpct.dev/publication";
+
+/// A directory of this run's files, removed when the run ends.
+struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    fn new() -> Result<ScratchDir> {
+        let base = std::env::temp_dir().join(format!(
+            "kpct-real-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+        Ok(ScratchDir(base))
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

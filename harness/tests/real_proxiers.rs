@@ -1,0 +1,210 @@
+//! Real proxier processes (`kube-proxy:MODE…`): confined to their node, gone with kpct.
+
+use kpct::netns::{install_signal_cleanup, Netns};
+use kpct::proxier::real::process::ProxierProcess;
+use kpct::topology::naming::RunPrefix;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn netns(role: &str) -> Netns {
+    install_signal_cleanup();
+    let ns = Netns::create(&format!("{}{role}", RunPrefix::next().as_str())).expect("namespace");
+    ns.exec("ip", &["link", "set", "lo", "up"]).expect("lo up");
+    ns
+}
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kpct-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    path
+}
+
+/// A proxier process sees its node and nothing else: no other namespace to enter (through
+/// `/run/netns` or its parent's `/proc/PID/ns/net`), the host's files read-only (here a file
+/// kpct can write, which it cannot), a sysfs of its own node's namespace only (it lists the
+/// node's links, and cannot change a device through it), `/proc/sys` read-only but for its
+/// node's `net.*`, no SYS_ADMIN, SYS_MODULE or SYS_PTRACE; it still writes its own sysctls.
+#[test]
+fn a_real_proxier_process_cannot_leave_its_node() {
+    let ns = netns("real-confined");
+    let other = netns("real-confined-other");
+    ns.exec("ip", &["link", "add", "kpct-own0", "type", "bridge"])
+        .unwrap();
+    let dir = scratch_dir("real-confined");
+    let host_file = dir.join("host-file");
+    std::fs::write(&host_file, "kpct's\n").unwrap();
+    let probe = script(
+        &dir,
+        "escape.sh",
+        &format!(
+            r#"#!/bin/sh
+try() {{ if "$@" >/dev/null 2>&1; then echo "ESCAPED: $*"; else echo "refused: $*"; fi; }}
+try nsenter --net=/proc/$PPID/ns/net true
+try nsenter --net=/run/netns/{other} true
+try test -e /run/netns/{other}
+try sh -c 'echo proxier >> {host_file}'
+try touch {dir}/new-file
+try sh -c 'echo 1280 > /sys/class/net/kpct-own0/mtu'
+try sh -c 'echo kpct > /sys/class/net/kpct-own0/ifalias'
+v=$(cat /proc/sys/vm/swappiness); try sh -c "echo $v > /proc/sys/vm/swappiness"
+try python3 -c 'import sys; e=int(open("/proc/self/status").read().split("CapEff:")[1].split()[0],16); sys.exit(not e & (1<<16 | 1<<21 | 1<<19))'
+echo "links in sysfs: $(ls /sys/class/net | sort | tr '\n' ' ')"
+echo "net namespaces seen: $(for p in /proc/[0-9]*; do readlink $p/ns/net; done | sort -u | tr '\n' ' ')"
+echo 1 > /proc/sys/net/ipv4/ip_forward && echo "own sysctl: written"
+"#,
+            other = other.name(),
+            host_file = host_file.display(),
+            dir = dir.display(),
+        ),
+    );
+    let process = ProxierProcess::start(&ns, "probe on node-a", &probe, &[], &[]).unwrap();
+    let status = process.wait_exit(Duration::from_secs(30));
+    let text = process.log_tail(100);
+    let host_after = std::fs::read_to_string(&host_file).unwrap();
+    let created = dir.join("new-file").exists();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(status.is_some_and(|s| s.success()), "{status:?}\n{text}");
+    assert!(!text.contains("ESCAPED"), "{text}");
+    assert_eq!(text.matches("refused: ").count(), 9, "{text}");
+    assert_eq!(host_after, "kpct's\n", "{text}");
+    assert!(!created, "{text}");
+    assert!(text.contains("links in sysfs: kpct-own0 lo \n"), "{text}");
+    let own = std::fs::metadata(ns.path()).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+    assert!(
+        text.contains(&format!("net namespaces seen: net:[{}] \n", own.unwrap())),
+        "every process it sees is in its node's namespace: {text}"
+    );
+    assert!(text.contains("own sysctl: written"), "{text}");
+    assert_eq!(ns.get_sysctl("net.ipv4.ip_forward").unwrap(), "1");
+}
+
+/// The process that holds a proxier in [`a_real_proxier_dies_with_kpct_even_by_sigkill`]: it
+/// starts one (a `sleep` that forks a grandchild), prints the pids, and waits to be killed.
+#[test]
+fn holder_of_a_real_proxier() {
+    let Ok(marker) = std::env::var("KPCT_TEST_HOLDER") else {
+        return;
+    };
+    let ns = netns("real-holder");
+    let dir = scratch_dir(&format!("holder-{marker}"));
+    let proxier = script(
+        &dir,
+        "proxier.sh",
+        "#!/bin/sh\nsleep 3600 &\necho \"child $!\"\nexec sleep 3601\n",
+    );
+    let process = ProxierProcess::start(&ns, "holder", &proxier, &[], &[]).unwrap();
+    loop {
+        let log = process.log_tail(10);
+        if log.contains("child") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    println!("ready");
+    // Until killed.
+    loop {
+        std::thread::park();
+    }
+}
+
+/// SIGKILL kpct (here a test process holding a proxier) and every process of the proxier
+/// goes too, the ones it started included: nothing holds the node's namespace after it.
+#[test]
+fn a_real_proxier_dies_with_kpct_even_by_sigkill() {
+    use std::io::BufRead;
+    let marker = format!("{}", std::process::id());
+    let mut holder = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "holder_of_a_real_proxier",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("KPCT_TEST_HOLDER", &marker)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = std::io::BufReader::new(holder.stdout.take().unwrap());
+    for line in out.lines() {
+        if line.unwrap().contains("ready") {
+            break;
+        }
+    }
+    let holder_pid = holder.id();
+    // Every process of the proxier: the sleeps, found by their arguments and their ancestry.
+    let sleeps: Vec<u32> = descendants(holder_pid)
+        .into_iter()
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.starts_with("sleep\u{0}360"))
+        })
+        .collect();
+    assert_eq!(sleeps.len(), 2, "both sleeps run under the holder");
+    let pidfds: Vec<i32> = sleeps.iter().map(|p| pidfd(*p)).collect();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    for (pid, fd) in sleeps.iter().zip(pidfds) {
+        let mut poll = [libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(poll.as_mut_ptr(), 1, 10_000) };
+        assert_eq!(
+            ready, 1,
+            "process {pid} of the proxier outlived kpct by 10 s"
+        );
+        // SAFETY: our descriptor.
+        unsafe { libc::close(fd) };
+    }
+    // The holder's namespaces, left by its SIGKILL, for `kpct cleanup`: nothing holds them.
+    let prefix = kpct::topology::naming::owner_prefix(holder_pid);
+    let left: Vec<String> = kpct::netns::leftovers(false)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix) || n.contains(&format!("{holder_pid}_")))
+        .collect();
+    kpct::netns::remove_leftovers(&left);
+    let _ = std::fs::remove_dir_all(
+        std::env::temp_dir().join(format!("kpct-test-{holder_pid}-holder-{marker}")),
+    );
+}
+
+fn pidfd(pid: u32) -> i32 {
+    // SAFETY: pidfd_open takes a pid and flags.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) } as i32;
+    assert!(fd >= 0, "pidfd_open({pid})");
+    fd
+}
+
+/// Every descendant of `pid`.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut queue = vec![pid];
+    while let Some(p) = queue.pop() {
+        let children: Vec<u32> = std::fs::read_dir(format!("/proc/{p}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|t| {
+                std::fs::read_to_string(t.path().join("children"))
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .filter_map(|c| c.parse().ok())
+                    .collect::<Vec<u32>>()
+            })
+            .collect();
+        out.extend(&children);
+        queue.extend(children);
+    }
+    out
+}
