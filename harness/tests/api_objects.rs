@@ -434,6 +434,69 @@ fn every_scenario_state_reads_back_as_its_cluster_state() {
     );
 }
 
+/// Where kube-proxy's reading is easy to get wrong, kpct's ClusterState agrees with it too:
+/// conditions left out of an explicit slice (a missing `ready` or `serving` is true, a
+/// missing `terminating` false, each on its own: `EndpointSliceCache.addEndpoints`) and a
+/// zero-length source range, which clears its family's ranges ("allow any", `IsZeroCIDR` in
+/// `newBaseServiceInfo`) and leaves the other family's alone.
+#[test]
+fn defaulted_conditions_and_allow_any_ranges_read_back_as_the_cluster_state() {
+    const YAML: &str = r#"
+topology:
+  underlay: 192.168.1.0/24,fd00:192:168:1::/64
+  clusterCIDR: 10.244.0.0/16,fd00:10:244::/56
+  serviceCIDR: 10.96.0.0/12,fd00:10:96::/112
+  nodes:
+    - { name: node-a, ips: [192.168.1.10, "fd00:192:168:1::10"], podCIDRs: [10.244.1.0/24, "fd00:10:244:1::/64"] }
+  pods:
+    - { name: a, node: node-a, ips: [10.244.1.10, "fd00:10:244:1::10"] }
+    - { name: b, node: node-a, ips: [10.244.1.11, "fd00:10:244:1::11"] }
+    - { name: c, node: node-a, ips: [10.244.1.12, "fd00:10:244:1::12"] }
+services:
+  - name: lb
+    spec:
+      type: LoadBalancer
+      ipFamilyPolicy: RequireDualStack
+      clusterIPs: [10.96.0.10, "fd00:10:96::a"]
+      loadBalancerSourceRanges: [10.0.0.0/8, 0.0.0.0/0, "fd00::/8"]
+      ports: [{ port: 80, targetPort: 8080, nodePort: 30080 }]
+    status:
+      loadBalancer:
+        ingress: [{ ip: 192.168.1.200 }, { ip: "fd00:192:168:1::200" }]
+endpointSlices:
+  - service: lb
+    ports: [{ port: 8080 }]
+    endpoints:
+      - { addresses: [10.244.1.10], conditions: { terminating: true } }
+      - { addresses: [10.244.1.11], conditions: { ready: false } }
+      - { addresses: [10.244.1.12], conditions: { serving: false, terminating: true } }
+"#;
+    let state = scenario::parse(YAML, "defaults.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let cluster = scenario::cluster_state(&state);
+    let conditions: Vec<(bool, bool, bool)> = cluster.service_ports[0]
+        .endpoints
+        .iter()
+        .map(|e| (e.ready, e.serving, e.terminating))
+        .collect();
+    assert_eq!(
+        conditions,
+        [
+            (true, true, true),
+            (false, true, false),
+            (true, false, true)
+        ]
+    );
+    assert_eq!(cluster.service_ports[0].load_balancer_source_ranges, []);
+    assert_eq!(
+        cluster.ipv6.as_ref().unwrap().service_ports[0].load_balancer_source_ranges,
+        [parse::<IpCidr>("fd00::/8")]
+    );
+    assert_eq!(
+        differences(&state, &cluster_objects(&state)),
+        Vec::<String>::new()
+    );
+}
+
 /// The oracle is no tautology: slices whose named targetPort was resolved once for every pod
 /// (on the first one) instead of per pod are noticed and located.
 #[test]

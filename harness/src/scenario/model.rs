@@ -511,8 +511,8 @@ pub struct Endpoint {
     pub node_name: Option<String>,
 }
 
-/// EndpointConditions; each absent condition defaults as the EndpointSlice API says
-/// (ready/serving true unless terminating, terminating false).
+/// EndpointConditions; each absent condition defaults on its own as the EndpointSlice API says
+/// and kube-proxy reads it (ready and serving true, terminating false).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EndpointConditions {

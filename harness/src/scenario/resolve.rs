@@ -2,7 +2,7 @@
 //! change trackers would hold (pkg/proxy/serviceport.go, pkg/proxy/endpointslicecache.go), with
 //! endpoints derived the way the EndpointSlice controller would when the file gives none.
 
-use super::family::{of_family, IpFamily};
+use super::family::{of_family, IpCidr, IpFamily};
 use super::model::{
     Endpoint, EndpointConditions, EndpointSlice, IpMode, Pod, Scenario, Service, ServicePort,
     ServiceType, SessionAffinity, TargetPort, TrafficPolicy,
@@ -169,18 +169,32 @@ fn service_port_info(
         // newBaseServiceInfo filters these to the proxier's family.
         external_ips: of_family(&spec.external_ips, family),
         load_balancer_vips: of_family(&load_balancer_vips(svc), family),
-        load_balancer_source_ranges: spec
-            .load_balancer_source_ranges
-            .iter()
-            .filter(|c| c.family() == family)
-            .copied()
-            .collect(),
+        load_balancer_source_ranges: source_ranges(svc, family),
         external_policy_local,
         internal_policy_local: spec.internal_traffic_policy == Some(TrafficPolicy::Local),
         session_affinity_timeout_seconds: affinity_timeout(svc),
         health_check_node_port: spec.health_check_node_port.filter(|_| needs_health_check),
         endpoints: endpoints(s, svc, family, port),
     }
+}
+
+/// The Service's `loadBalancerSourceRanges` of `family`, as `newBaseServiceInfo`
+/// (pkg/proxy/serviceport.go) keeps them: none at all when one of them is a zero-length prefix
+/// (`0.0.0.0/0`, `::/0`): "zero-masked cidr means \"allow any\", which same as the empty
+/// loadBalancerSourceRanges" (`slices.ContainsFunc(cidrs, proxyutil.IsZeroCIDR)` clears that
+/// family's list; the other family keeps its own).
+fn source_ranges(svc: &Service, family: IpFamily) -> Vec<IpCidr> {
+    let ranges: Vec<IpCidr> = svc
+        .spec
+        .load_balancer_source_ranges
+        .iter()
+        .filter(|c| c.family() == family)
+        .copied()
+        .collect();
+    if ranges.iter().any(IpCidr::is_zero) {
+        return Vec::new();
+    }
+    ranges
 }
 
 /// Ingress IPs with `ipMode: Proxy` go to a proxy that forwards to the nodes itself, so
@@ -293,13 +307,17 @@ pub(crate) fn node_of_pod_ip(s: &Scenario, ip: IpAddr) -> Option<String> {
         .map(|pod| pod.node.clone())
 }
 
-/// EndpointConditions defaults per the API docs: terminating false; ready, when unknown, is
-/// taken as not terminating (a terminating endpoint is never ready under normal readiness);
-/// serving, when unknown, defers to ready.
+/// An endpoint's (ready, serving, terminating) as kube-proxy reads them: a missing `ready` or
+/// `serving` is true and a missing `terminating` false, each on its own
+/// (`EndpointSliceCache.addEndpoints`, pkg/proxy/endpointslicecache.go: `ready :=
+/// endpoint.Conditions.Ready == nil || *endpoint.Conditions.Ready`, likewise `serving`, and
+/// `terminating := endpoint.Conditions.Terminating != nil && *…`), as discovery/v1
+/// `EndpointConditions` says a nil value "should be interpreted as" true (ready, serving) and
+/// false (terminating).
 pub(crate) fn conditions(c: &EndpointConditions) -> (bool, bool, bool) {
+    let ready = c.ready.unwrap_or(true);
+    let serving = c.serving.unwrap_or(true);
     let terminating = c.terminating.unwrap_or(false);
-    let ready = c.ready.unwrap_or(!terminating);
-    let serving = c.serving.unwrap_or(ready);
     (ready, serving, terminating)
 }
 
@@ -597,26 +615,67 @@ mod tests {
         );
     }
 
+    /// Each missing condition defaults on its own, as kube-proxy reads it: ready and serving
+    /// true, terminating false; none is derived from another.
     #[test]
-    fn condition_defaults_follow_terminating() {
+    fn condition_defaults_are_kube_proxys() {
         let c = |ready, serving, terminating| EndpointConditions {
             ready,
             serving,
             terminating,
         };
         assert_eq!(conditions(&c(None, None, None)), (true, true, false));
-        assert_eq!(conditions(&c(None, None, Some(true))), (false, false, true));
+        // Terminating alone: still ready and serving (kpct used to read it as neither).
+        assert_eq!(conditions(&c(None, None, Some(true))), (true, true, true));
         assert_eq!(
             conditions(&c(None, Some(true), Some(true))),
-            (false, true, true)
+            (true, true, true)
         );
+        // Not ready alone: still serving (kpct used to make serving follow ready).
         assert_eq!(
             conditions(&c(Some(false), None, None)),
-            (false, false, false)
+            (false, true, false)
         );
         assert_eq!(
             conditions(&c(Some(true), None, Some(true))),
             (true, true, true)
+        );
+        assert_eq!(
+            conditions(&c(Some(false), Some(false), Some(true))),
+            (false, false, true)
+        );
+    }
+
+    /// A zero-length source range allows any source of its family: kube-proxy clears that
+    /// family's list (`IsZeroCIDR`), and the other family keeps its ranges.
+    #[test]
+    fn a_zero_length_source_range_clears_its_familys_ranges() {
+        let s = crate::scenario::parse(
+            &DUAL_STACK.replace(
+                "loadBalancerSourceRanges: [10.0.0.0/8, \"fd00::/8\"]",
+                "loadBalancerSourceRanges: [10.0.0.0/8, 0.0.0.0/0, \"fd00::/8\"]",
+            ),
+            "any4.yaml",
+        )
+        .unwrap();
+        let v4 = cluster_state(&s);
+        let v6 = v4.ipv6.as_deref().unwrap();
+        assert_eq!(v4.service_ports[0].load_balancer_source_ranges, []);
+        assert_eq!(
+            v6.service_ports[0].load_balancer_source_ranges,
+            [ip::<IpCidr>("fd00::/8")]
+        );
+        let s =
+            crate::scenario::parse(&DUAL_STACK.replace("\"fd00::/8\"", "\"::/0\""), "any6.yaml")
+                .unwrap();
+        let v4 = cluster_state(&s);
+        assert_eq!(
+            v4.service_ports[0].load_balancer_source_ranges,
+            [ip::<IpCidr>("10.0.0.0/8")]
+        );
+        assert_eq!(
+            v4.ipv6.as_deref().unwrap().service_ports[0].load_balancer_source_ranges,
+            []
         );
     }
 
@@ -636,7 +695,7 @@ mod tests {
             endpoints: vec![endpoint(
                 "10.244.1.10",
                 EndpointConditions {
-                    ready: None,
+                    ready: Some(false),
                     serving: Some(true),
                     terminating: Some(true),
                 },
