@@ -10,8 +10,11 @@
 #                     for rustup): for the Vagrant lab, whose box has no toolchain
 #     --check-only    install nothing; run the self-check
 #
-# What is installed, and why, is ci/deps.tsv (a test keeps it complete). The self-check ends with
-# one line per missing or broken piece, naming the package to install, and exits 1 if any.
+# What is installed, and why, is ci/deps.tsv (a test keeps it complete). After the packages it
+# builds the real proxiers (ci/real-proxiers.sh: kube-proxy and kube-router from the Go module
+# proxy with the machine's Go; 5-11 min per binary on 2 cores when nothing is cached, a second
+# when the binaries are up to date). The self-check ends with one line per missing or
+# broken piece, naming the package to install, and exits 1 if any.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 deps="$repo/ci/deps.tsv"
@@ -101,6 +104,10 @@ if [ "$install" = 1 ]; then
       hash -r
     done
   done
+  # The real proxiers kpct runs in its nodes, built with the machine's Go (source `go`).
+  echo "==> ci/real-proxiers.sh (kube-proxy, kube-router)"
+  bash "$repo/ci/real-proxiers.sh" \
+    || echo "install-deps: building the real proxiers failed (see above); the self-check names what is missing" >&2
 fi
 
 # ---- self-check: every piece exercised the way the suite uses it ---------------------------
@@ -119,11 +126,16 @@ check() {
 }
 
 for group in $groups; do
-  while IFS=$'\t' read -r g _source pkg programs _why; do
+  while IFS=$'\t' read -r g source pkg programs _why; do
     [ "$g" = "$group" ] && [ "$programs" != - ] || continue
     for prog in $programs; do
       checks=$((checks + 1))
-      command -v "$prog" > /dev/null || fail "$prog is not on PATH: install the $pkg package"
+      command -v "$prog" > /dev/null && continue
+      case "$source" in
+        rustup) fail "$prog is not on PATH: install a Rust toolchain (rustup, https://rustup.rs)" ;;
+        go) fail "$prog is not on PATH: install a Go toolchain (https://go.dev/dl), at least the go version of ci/real-proxiers/*/go.mod" ;;
+        *) fail "$prog is not on PATH: install the $pkg package" ;;
+      esac
     done
   done < <(grep -v '^#' "$deps")
 done
@@ -160,6 +172,17 @@ check libxml2-utils "xmllint --schema" xmllint --noout --schema "$tmp/check.xsd"
 check python3 "python3" python3 -c 'import json, os, sys'
 check vagrant-libvirt "vagrant validate of vagrant/Vagrantfile (needs a provider)" \
   bash -c "cd '$repo/vagrant' && vagrant validate"
+# The real proxiers: every binary built from ci/real-proxiers/ is there, up to date, and answers
+# --version with its version.
+checks=$((checks + 1))
+if ! out="$(bash "$repo/ci/real-proxiers.sh" --check-only 2>&1)"; then
+  while read -r line; do
+    case "$line" in
+      *MISSING*|*STALE*|*BROKEN*) fail "${line#real-proxiers: } (needs Go: https://go.dev/dl, and the Go module proxy)" ;;
+    esac
+  done <<< "$out"
+  grep -qE 'MISSING|STALE|BROKEN' <<< "$out" || fail "ci/real-proxiers.sh --check-only: $(head -n 1 <<< "$out" | cut -c1-160)"
+fi
 if [ "$vm" = 1 ]; then
   kernel="$(bash "$repo/ci/find-ipvs-kernel.sh" || true)"
   checks=$((checks + 1))

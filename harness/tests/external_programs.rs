@@ -35,6 +35,8 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
         "program",
         &["iptables", "nft"],
     ),
+    // The real proxiers ci/real-proxiers.sh builds (target/real-proxiers/), asked for --version.
+    ("harness/tests/real_proxiers_build.rs", "&path", &[]),
     // A replay capture's tools, passed through a closure.
     ("harness/src/proxier/replay.rs", "program", &[]),
     // The trace monitor: xtables-monitor, or nft where a node holds nftables tables.
@@ -226,7 +228,8 @@ fn is_shell_builtin(word: &str) -> bool {
 }
 
 fn shell_uses(path: &Path, text: &str) -> Vec<Use> {
-    let functions: BTreeSet<String> = Regex::new(r"(?m)^\s*([A-Za-z_][A-Za-z0-9_]*)\(\)\s*\{")
+    // `name() {`, or `name() (` for a function whose body runs in a subshell.
+    let functions: BTreeSet<String> = Regex::new(r"(?m)^\s*([A-Za-z_][A-Za-z0-9_]*)\(\)\s*[{(]")
         .expect("regex")
         .captures_iter(text)
         .map(|c| c[1].to_string())
@@ -392,7 +395,7 @@ fn installed_programs() -> BTreeMap<String, String> {
         );
         assert!(
             matches!(cols[0], "suite" | "vm" | "toolchain")
-                && matches!(cols[1], "apt" | "pip" | "cargo" | "rustup"),
+                && matches!(cols[1], "apt" | "pip" | "cargo" | "rustup" | "go"),
             "ci/deps.tsv:{}: unknown group or source in {line:?}",
             n + 1
         );
