@@ -235,6 +235,120 @@ impl Proxier for OptionIgnored {
     }
 }
 
+/// Programs like the built-in `inner`, but each state of `scenario` as if no Service had labels:
+/// a proxier that serves Services labelled `service.kubernetes.io/service-proxy-name`, which
+/// belong to another proxy (as kube-proxy would with an API server ignoring its label selector).
+struct LabelBlind {
+    inner: &'static str,
+    /// Each state of the scenario as the harness hands it over, and the same with every Service
+    /// label dropped.
+    states: Vec<(kpct::cluster::ClusterState, kpct::cluster::ClusterState)>,
+}
+
+impl LabelBlind {
+    fn new(inner: &'static str, s: &scenario::Scenario) -> LabelBlind {
+        let states = std::iter::once(None)
+            .chain((0..s.steps.len()).map(Some))
+            .map(|k| {
+                let state = scenario::state_at(s, k).scenario;
+                let mut blind = state.clone();
+                for svc in &mut blind.services {
+                    svc.labels.clear();
+                }
+                (
+                    scenario::cluster_state(&state),
+                    scenario::cluster_state(&blind),
+                )
+            })
+            .collect();
+        LabelBlind { inner, states }
+    }
+
+    fn blind(&self, cluster: &kpct::cluster::ClusterState) -> kpct::cluster::ClusterState {
+        self.states
+            .iter()
+            .find(|(seen, _)| seen == cluster)
+            .map(|(_, blind)| blind.clone())
+            .expect("a state of the scenario")
+    }
+}
+
+impl Proxier for LabelBlind {
+    fn name(&self) -> &'static str {
+        self.inner
+    }
+    fn program(
+        &self,
+        cluster: &kpct::cluster::ClusterState,
+        node: &kpct::cluster::NodeContext,
+    ) -> anyhow::Result<kpct::programming::Programming> {
+        builtin(self.inner)
+            .expect("a built-in")
+            .program(&self.blind(cluster), node)
+    }
+    fn resync(
+        &self,
+        resync: &kpct::proxier::Resync<'_>,
+        cluster: &kpct::cluster::ClusterState,
+        node: &kpct::cluster::NodeContext,
+    ) -> anyhow::Result<kpct::programming::Programming> {
+        let previous = resync.previous.map(|p| self.blind(p));
+        let resync = kpct::proxier::Resync {
+            previous: previous.as_ref(),
+            ..*resync
+        };
+        builtin(self.inner)
+            .expect("a built-in")
+            .resync(&resync, &self.blind(cluster), node)
+    }
+    fn random_backend_choice(&self) -> bool {
+        builtin(self.inner)
+            .expect("a built-in")
+            .random_backend_choice()
+    }
+}
+
+/// A proxier serving the Service labelled for another proxy fails each probe that must find
+/// it unserved, before and after the labels swap.
+async fn serving_another_proxys_service_is_caught(proxier: &'static str) {
+    let path = format!(
+        "{}/../scenarios/service-proxy-name.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
+    let run = kpct::run::run_scenario(&s, &LabelBlind::new(proxier, &s), probe_timeout())
+        .await
+        .expect("run");
+    for probe in [
+        "pod-to-theirs",
+        "external-to-theirs",
+        "labels-swapped/pod-to-ours",
+        "labels-swapped/external-to-ours",
+    ] {
+        assert!(
+            says(&run.violations, probe, "expected outcome notDelivered"),
+            "{probe}: {:#?}",
+            run.violations
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serving_another_proxys_service_is_caught_in_iptables_mode() {
+    serving_another_proxys_service_is_caught("kube-proxy-iptables").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serving_another_proxys_service_is_caught_in_nftables_mode() {
+    serving_another_proxys_service_is_caught("kube-proxy-nftables").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_serving_another_proxys_service_is_caught() {
+    require_ipvs();
+    serving_another_proxys_service_is_caught("kube-proxy-ipvs").await;
+}
+
 /// The nodePortAddresses scenarios fail for a proxier that serves NodePorts on every address,
 /// each on the probe that must be refused.
 async fn ignoring_node_port_addresses_is_caught(proxier: &'static str) {

@@ -227,6 +227,13 @@ const BAD: &[(&str, &str)] = &[
          tests/fixtures/bad/names.yaml:19:5: probes[0].name: probe name `red\\u{1b}[31m` is not a DNS label (1-63 characters: lower-case letters, digits and '-', starting and ending with a letter or digit)",
     ),
     (
+        "metadata.yaml",
+        "tests/fixtures/bad/metadata.yaml:8:61: topology.pods[0].labels.app: label value `web server` of `app`: a label value must be empty or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue', 'my_value', '12345')\n\
+         tests/fixtures/bad/metadata.yaml:12:7: services[0].labels.Example.com/team: label key `Example.com/team`: prefix part must be a lowercase RFC 1123 subdomain (lower-case alphanumerics, '-' and '.', starting and ending with an alphanumeric, e.g. 'example.com')\n\
+         tests/fixtures/bad/metadata.yaml:14:7: services[0].labels.tier: label value `-front` of `tier`: a label value must be empty or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue', 'my_value', '12345')\n\
+         tests/fixtures/bad/metadata.yaml:16:7: services[0].annotations.example.com/a/b: annotation key `example.com/a/b`: a qualified name is a name with an optional DNS subdomain prefix and one '/' (e.g. 'example.com/MyName')",
+    ),
+    (
         "limits.yaml",
         "tests/fixtures/bad/limits.yaml:20:5: probes[0].repeat: repeat 45000 is more than 1000 shots (each may wait the probe timeout)",
     ),

@@ -63,7 +63,7 @@ pub const SCENARIO_MANAGER: &str = "kpct";
 pub const LABEL_HEADLESS: &str = "service.kubernetes.io/headless";
 /// `service.kubernetes.io/service-proxy-name` (pkg/proxy/apis `LabelServiceProxyName`): a
 /// Service with it belongs to another proxy, and kube-proxy's Service informer skips it.
-pub const LABEL_SERVICE_PROXY_NAME: &str = "service.kubernetes.io/service-proxy-name";
+pub use crate::scenario::LABEL_SERVICE_PROXY_NAME;
 /// `endpoints.kubernetes.io/managed-by` and the endpoints controller's value
 /// (pkg/controller/endpoint `LabelManagedBy`, `ControllerName`).
 pub const LABEL_ENDPOINTS_MANAGED_BY: &str = "endpoints.kubernetes.io/managed-by";

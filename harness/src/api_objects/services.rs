@@ -52,17 +52,18 @@ impl Stored<'_> {
         self.svc.is_headless()
     }
 
-    /// `metadata.labels`. The scenario model has no Service labels yet; when it gets them,
-    /// they go here, and the controllers copy them onto the Service's slices and Endpoints
-    /// (`setEndpointSliceLabels`; the endpoints controller's `Labels: service.Labels`).
+    /// `metadata.labels`, as the scenario writes them; the controllers copy them onto the
+    /// Service's slices and Endpoints (`setEndpointSliceLabels`: all but the reserved
+    /// `kubernetes.io/service-name`, `endpointslice.kubernetes.io/managed-by` and
+    /// `service.kubernetes.io/headless`, so `service.kubernetes.io/service-proxy-name` too;
+    /// the endpoints controller's `Labels: service.Labels`).
     pub fn labels(&self) -> BTreeMap<String, String> {
-        BTreeMap::new()
+        self.svc.labels.clone()
     }
 
-    /// `metadata.annotations`: none in the scenario model yet (the place for them when it has
-    /// them).
+    /// `metadata.annotations`, as the scenario writes them.
     pub fn annotations(&self) -> BTreeMap<String, String> {
-        BTreeMap::new()
+        self.svc.annotations.clone()
     }
 }
 

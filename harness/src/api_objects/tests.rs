@@ -567,6 +567,102 @@ fn headless_services() {
     );
 }
 
+/// A Service's labels and annotations are stored as written; the EndpointSlice controller
+/// copies its labels onto its slices except the reserved ones (`setEndpointSliceLabels`:
+/// `kubernetes.io/service-name`, `endpointslice.kubernetes.io/managed-by` and
+/// `service.kubernetes.io/headless` are the controller's), so a Service left to another proxy
+/// has slices saying so too; the endpoints controller copies every label.
+#[test]
+fn service_labels_and_annotations() {
+    let o = objects(&with_services(
+        SINGLE,
+        r#"  - name: web
+    labels:
+      service.kubernetes.io/service-proxy-name: other-proxy
+      team: shop
+      kubernetes.io/service-name: not-web
+      service.kubernetes.io/headless: ""
+    annotations: {example.com/owner: "Shop team <shop@example.com>"}
+    spec: {clusterIP: 10.96.0.10, selector: {app: web}, ports: [{port: 80, targetPort: 8080}]}
+  - name: plain
+    spec: {clusterIP: 10.96.0.11, selector: {app: web}, ports: [{port: 80, targetPort: 8080}]}
+"#,
+    ));
+    let meta = |name: &str| {
+        &o.services
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(name))
+            .unwrap()
+            .metadata
+    };
+    let web = meta("web");
+    assert_eq!(
+        web.labels.as_ref().unwrap(),
+        &labels([
+            (LABEL_HEADLESS, ""),
+            (LABEL_SERVICE_NAME, "not-web"),
+            (LABEL_SERVICE_PROXY_NAME, "other-proxy"),
+            ("team", "shop"),
+        ])
+    );
+    assert_eq!(
+        web.annotations.as_ref().unwrap(),
+        &labels([("example.com/owner", "Shop team <shop@example.com>")])
+    );
+    assert_eq!(
+        (&meta("plain").labels, &meta("plain").annotations),
+        (&None, &None)
+    );
+    let slice_labels = |service: &str| {
+        o.endpoint_slices
+            .iter()
+            .find(|sl| {
+                sl.metadata
+                    .name
+                    .as_deref()
+                    .unwrap()
+                    .starts_with(&format!("{service}-"))
+            })
+            .unwrap()
+            .metadata
+            .labels
+            .clone()
+            .unwrap()
+    };
+    assert_eq!(
+        slice_labels("web"),
+        labels([
+            (LABEL_MANAGED_BY, ENDPOINTSLICE_CONTROLLER),
+            (LABEL_SERVICE_NAME, "web"),
+            (LABEL_SERVICE_PROXY_NAME, "other-proxy"),
+            ("team", "shop"),
+        ]),
+        "the Service's own labels, not its reserved ones"
+    );
+    assert_eq!(
+        slice_labels("plain"),
+        labels([
+            (LABEL_MANAGED_BY, ENDPOINTSLICE_CONTROLLER),
+            (LABEL_SERVICE_NAME, "plain"),
+        ])
+    );
+    let endpoints = o
+        .endpoints
+        .iter()
+        .find(|e| e.metadata.name.as_deref() == Some("web"))
+        .unwrap();
+    assert_eq!(
+        endpoints.metadata.labels.as_ref().unwrap(),
+        &labels([
+            (LABEL_ENDPOINTS_MANAGED_BY, ENDPOINTS_CONTROLLER),
+            (LABEL_SERVICE_NAME, "not-web"),
+            (LABEL_SERVICE_PROXY_NAME, "other-proxy"),
+            ("team", "shop"),
+        ]),
+        "every label, the headless one only on a headless Service"
+    );
+}
+
 /// Nodes as kubelet registers them: one InternalIP per family, primary first, then the
 /// Hostname; secondary addresses are not node IPs; podCIDR is the first podCIDRs.
 #[test]

@@ -152,6 +152,8 @@ pub fn scale_scenario(
         service_list.push(Service {
             name: service_name(s),
             namespace: "default".into(),
+            labels: Default::default(),
+            annotations: Default::default(),
             spec: ServiceSpec {
                 type_: ServiceType::NodePort,
                 cluster_ip: Some(cluster_ip.to_string()),

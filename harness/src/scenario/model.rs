@@ -313,13 +313,26 @@ impl Protocol {
     }
 }
 
-/// A Service: `name`/`namespace` stand for `metadata`.
+/// `service.kubernetes.io/service-proxy-name` (pkg/proxy/apis `LabelServiceProxyName`): a
+/// Service with it belongs to another proxy, and kube-proxy's Service informer skips it.
+pub const LABEL_SERVICE_PROXY_NAME: &str = "service.kubernetes.io/service-proxy-name";
+
+/// A Service: `name`, `namespace`, `labels` and `annotations` stand for `metadata`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Service {
     pub name: String,
     #[serde(default = "default_namespace")]
     pub namespace: String,
+    /// `metadata.labels`. kube-proxy leaves a Service labelled
+    /// `service.kubernetes.io/service-proxy-name` (any value) to the proxy it names; the
+    /// EndpointSlice and endpoints controllers copy the labels onto the Service's slices and
+    /// Endpoints.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.annotations`, served as written (no built-in proxier reads any).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
     pub spec: ServiceSpec,
     #[serde(default)]
     pub status: ServiceStatus,
@@ -336,6 +349,13 @@ impl Service {
             spec.cluster_ips.iter().map(String::as_str).collect()
         };
         texts.into_iter().filter_map(|t| t.parse().ok()).collect()
+    }
+
+    /// Labelled for another proxy (`service.kubernetes.io/service-proxy-name`, any value):
+    /// kube-proxy's Service informer leaves it out (label selector
+    /// `!service.kubernetes.io/service-proxy-name`, cmd/kube-proxy/app/server.go).
+    pub fn is_for_another_proxy(&self) -> bool {
+        self.labels.contains_key(LABEL_SERVICE_PROXY_NAME)
     }
 
     /// `clusterIP: None` (or `clusterIPs: [None]`): a headless Service, which proxiers skip.

@@ -121,11 +121,16 @@ fn service_ports(s: &Scenario, family: IpFamily) -> Vec<ServicePortInfo> {
     out
 }
 
-/// The ClusterIP of `family` of a service kube-proxy programs; `None` for those it skips
-/// (`ShouldSkipService`: ExternalName, and headless services with no ClusterIP) and those with
-/// no ClusterIP of the family (`GetClusterIPByFamily` is empty, `serviceToServiceMap`).
+/// The ClusterIP of `family` of a service kube-proxy programs; `None` for those it skips and
+/// those with no ClusterIP of the family (`GetClusterIPByFamily` is empty,
+/// `serviceToServiceMap`). It skips those its Service informer never delivers (labelled
+/// `service.kubernetes.io/service-proxy-name`, any value: another proxy's; headless ones,
+/// field selector `spec.clusterIP!=None`: cmd/kube-proxy/app/server.go) and those
+/// `ShouldSkipService` refuses (no ClusterIP, ExternalName: pkg/proxy/util/utils.go). A
+/// headless Service's slices, labelled `service.kubernetes.io/headless`, its EndpointSlice
+/// informer never delivers either; kpct reads a slice only through its Service.
 fn proxied_cluster_ip(svc: &Service, family: IpFamily) -> Option<IpAddr> {
-    if svc.spec.type_ == ServiceType::ExternalName {
+    if svc.spec.type_ == ServiceType::ExternalName || svc.is_for_another_proxy() {
         return None;
     }
     svc.cluster_ips()
@@ -417,6 +422,8 @@ mod tests {
         Service {
             name: name.into(),
             namespace: "default".into(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
             spec: ServiceSpec {
                 type_: ServiceType::ClusterIP,
                 cluster_ip: Some(cluster_ip.into()),
@@ -772,19 +779,34 @@ mod tests {
         );
     }
 
+    /// kube-proxy never sees a headless Service or one labelled for another proxy (its Service
+    /// informer's selectors), and `ShouldSkipService` refuses ExternalName ones.
     #[test]
-    fn headless_and_external_name_services_are_skipped() {
+    fn headless_external_name_and_other_proxies_services_are_skipped() {
         let headless = service("headless", "None", "web", vec![sport(None, 80, None)]);
         let mut external_name = service("ext", "10.96.0.9", "web", vec![sport(None, 80, None)]);
         external_name.spec.type_ = ServiceType::ExternalName;
         let kept = service("kept", "10.96.0.10", "web", vec![sport(None, 80, None)]);
-        let state = cluster_state(&scenario(web_pods(), vec![headless, external_name, kept]));
+        let mut other = service("other", "10.96.0.11", "web", vec![sport(None, 80, None)]);
+        // Any value, the empty one too.
+        other.labels.insert(
+            crate::scenario::LABEL_SERVICE_PROXY_NAME.into(),
+            String::new(),
+        );
+        let mut labelled = kept.clone();
+        labelled.name = "labelled".into();
+        labelled.spec.cluster_ip = Some("10.96.0.12".into());
+        labelled.labels.insert("team".into(), "shop".into());
+        let state = cluster_state(&scenario(
+            web_pods(),
+            vec![headless, external_name, kept, other, labelled],
+        ));
         let names: Vec<&str> = state
             .service_ports
             .iter()
             .map(|sp| sp.name.as_str())
             .collect();
-        assert_eq!(names, vec!["kept"]);
+        assert_eq!(names, vec!["kept", "labelled"]);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
 
+mod metadata;
 mod service_families;
 pub(crate) use service_families::service_ip_families;
 mod topology;
@@ -517,6 +518,8 @@ impl<'a> Checker<'a> {
                     ),
                 );
             }
+            self.labels(&path.key("labels"), &svc.labels);
+            self.annotations(&path.key("annotations"), &svc.annotations);
             let spec = path.key("spec");
             self.service_families(&spec, svc, i, &mut cluster_ips);
             self.service_ports(&spec, svc, &mut node_ports);

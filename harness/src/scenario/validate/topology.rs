@@ -364,6 +364,7 @@ impl Checker<'_> {
                     ),
                 );
             }
+            self.labels(&path.key("labels"), &pod.labels);
             self.pod_placement(&path, pod);
             let families = [
                 (pod.ip.of(IpFamily::Ipv4), Family::V4),
