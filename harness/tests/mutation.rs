@@ -6,10 +6,11 @@ mod common;
 
 use common::{
     block_health_checks, drop_invalid_rule, drop_postrouting_masquerade, drop_sctp, ignore_ipv6,
-    ipv6_endpoint_swapped, ipv6_real_servers_on_wrong_port, keep_stale_chains,
-    keep_stale_virtual_servers, leave_kube_ipvs0_when_nothing_is_bound, nft_drop_invalid,
-    nft_localhost_node_ports, no_cluster_ips_reject, no_graceful_termination, no_ipv6_masquerade,
-    pin_one_backend, skip_conntrack_cleanup, unbind_ipv6_service_addresses, Mutated,
+    invalid_dropped_anyway, ipv6_endpoint_swapped, ipv6_real_servers_on_wrong_port,
+    keep_stale_chains, keep_stale_virtual_servers, leave_kube_ipvs0_when_nothing_is_bound,
+    nft_drop_invalid, nft_localhost_node_ports, no_cluster_ips_reject, no_graceful_termination,
+    no_ipv6_masquerade, pin_one_backend, skip_conntrack_cleanup, unbind_ipv6_service_addresses,
+    Mutated,
 };
 use kpct::caps::require_ipvs;
 use kpct::probe::probe_timeout;
@@ -655,6 +656,41 @@ async fn forwarding_invalid_packets_is_caught() {
         "expected outcome dropped",
     )
     .await;
+}
+
+/// With `tcpBeLiberal` iptables mode writes no INVALID drop: one that drops INVALID packets
+/// anyway loses the backend's out-of-state SYN, and the scenario's expectation says so; so does
+/// nftables mode with a `ct state invalid drop`. The intact proxiers pass the same scenario.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_invalid_packets_despite_tcp_be_liberal_is_caught() {
+    let file = "transition-invalid-tcp-be-liberal.yaml";
+    let path = format!("{}/../scenarios/{file}", env!("CARGO_MANIFEST_DIR"));
+    let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
+    for (proxier, mutate) in [
+        (
+            "kube-proxy-iptables",
+            invalid_dropped_anyway as fn(&mut kpct::programming::Programming) -> anyhow::Result<()>,
+        ),
+        ("kube-proxy-nftables", nft_drop_invalid),
+    ] {
+        let intact =
+            kpct::run::run_scenario(&s, builtin(proxier).unwrap().as_ref(), probe_timeout())
+                .await
+                .expect("run");
+        assert_eq!(
+            intact.violations,
+            Vec::<String>::new(),
+            "{proxier} conforms"
+        );
+        mutation_is_caught(
+            file,
+            proxier,
+            mutate,
+            &["invalid-packet/out-of-state-syn-from-backend"],
+            "expected every one of [client] to be reached",
+        )
+        .await;
+    }
 }
 
 /// nftables mode rejects ports and protocols a live ClusterIP does not serve; without the

@@ -4,6 +4,7 @@
 //! reviewable and unit-testable without a kernel; the kernel then judges the result.
 
 mod conntrack_cleanup;
+mod conntrack_sysctls;
 mod endpoints;
 pub mod exec;
 pub mod families;

@@ -586,6 +586,13 @@ pub struct ProxierOptions {
     /// clean-up of services it did not program leaves them alone. IPVS mode only.
     #[serde(rename = "ipvsExcludeCIDRs", default)]
     pub ipvs_exclude_cidrs: Vec<IpCidr>,
+    /// `conntrack.tcpBeLiberal` (`--conntrack-tcp-be-liberal`): kube-proxy sets the node's
+    /// `net.netfilter.nf_conntrack_tcp_be_liberal` to 1 before it creates its proxiers
+    /// (`conntrack.SetSysctls`, pkg/proxy/conntrack/sysctls.go, from `platformSetup` in
+    /// cmd/kube-proxy/app/server_linux.go), and iptables mode, finding it set, writes no drop of
+    /// INVALID packets (`NewProxier`, pkg/proxy/iptables/proxier.go).
+    #[serde(default)]
+    pub tcp_be_liberal: bool,
 }
 
 /// IPVS connection timeouts in seconds; 0 keeps the kernel's value.
@@ -665,6 +672,7 @@ impl Default for ProxierOptions {
             node_port_addresses: Vec::new(),
             ipvs_timeouts: IpvsTimeouts::default(),
             ipvs_exclude_cidrs: Vec::new(),
+            tcp_be_liberal: false,
         }
     }
 }

@@ -256,6 +256,27 @@ pub fn drop_invalid_rule(p: &mut Programming) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// iptables mode dropping packets conntrack finds INVALID whatever
+/// `nf_conntrack_tcp_be_liberal` says: KUBE-FORWARD's drop written first, as with a strict
+/// conntrack (the sysctl itself still set).
+pub fn invalid_dropped_anyway(p: &mut Programming) -> anyhow::Result<()> {
+    const RULE: &str = "-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP";
+    let filter = p
+        .iptables
+        .get_mut(&Table::Filter)
+        .expect("the proxier writes filter");
+    if filter.rules.iter().any(|r| r == RULE) {
+        return Ok(());
+    }
+    let at = filter
+        .rules
+        .iter()
+        .position(|r| r.starts_with("-A KUBE-FORWARD "))
+        .ok_or_else(|| anyhow::anyhow!("no KUBE-FORWARD rule"))?;
+    filter.rules.insert(at, RULE.to_string());
+    Ok(())
+}
+
 /// Rewrites an nftables programming's script line by line (`None` drops a line), then appends
 /// `extra` lines.
 fn rewrite_nft(

@@ -39,8 +39,11 @@
 //! scenario's `ProxierOptions`: `--masquerade-all`, `--cluster-cidr` with detect-local-mode
 //! ClusterCIDR (no local detector without it), masquerade bit 14, `localhostNodePorts: true`,
 //! `nodePortAddresses` empty (match all: `-m addrtype --dst-type LOCAL`), iptables with
-//! `--random-fully` support, and `nf_conntrack_tcp_be_liberal` unset. Sysctls: only
-//! `net.ipv4.conf.all.route_localnet=1`, which `NewProxier` sets for localhost NodePorts.
+//! `--random-fully` support, and `nf_conntrack_tcp_be_liberal` unset unless
+//! `conntrack.tcpBeLiberal` sets it. Sysctls: `net.ipv4.conf.all.route_localnet=1`, which
+//! `NewProxier` sets for localhost NodePorts, and `nf_conntrack_tcp_be_liberal=1` under
+//! `tcpBeLiberal` (set by `platformSetup` before `NewProxier` reads it, which then writes no
+//! INVALID drop).
 //!
 //! The masquerade mark is written as kube-proxy formats it, `0x00004000` (Go's `%#08x`; the
 //! unit tests' fake proxier hard-codes `0x4000`, the kernel stores the same value). Because
@@ -162,7 +165,10 @@ struct Config {
     node_port_destinations: NodePortDestinations,
     /// `ipt.HasRandomFully()`: iptables >= 1.6.2.
     random_fully: bool,
-    /// `nf_conntrack_tcp_be_liberal` read as non-zero: no INVALID DROP rule.
+    /// `nf_conntrack_tcp_be_liberal` read as non-zero: no INVALID DROP rule. kube-proxy sets
+    /// it itself under `conntrack.tcpBeLiberal`, before `NewProxier` reads it ("if val, err :=
+    /// sysctl.GetSysctl(sysctlNFConntrackTCPBeLiberal); err == nil && val != 0 {
+    /// conntrackTCPLiberal = true }"), and a fresh node's namespace holds 0.
     conntrack_tcp_liberal: bool,
     /// `fmt.Sprintf("%#08x", 1<<masqueradeBit)`.
     masquerade_mark: String,
@@ -193,7 +199,7 @@ impl Config {
             localhost_node_ports,
             node_port_destinations,
             random_fully: options.random_fully,
-            conntrack_tcp_liberal: false,
+            conntrack_tcp_liberal: options.tcp_be_liberal,
             masquerade_mark: go_hex_mark(1u32 << options.masquerade_bit),
         }
     }
@@ -421,8 +427,9 @@ fn write_nodeports_jump(b: &mut Buffers, cfg: &Config) {
     }
 }
 
-/// KUBE-FORWARD: drop INVALID (kubernetes#74839), accept marked traffic and its replies even
-/// when the FORWARD policy is DROP.
+/// KUBE-FORWARD: drop INVALID (kubernetes#74839) unless conntrack is liberal ("if
+/// !proxier.conntrackTCPLiberal" in syncProxyRules), accept marked traffic and its replies
+/// even when the FORWARD policy is DROP.
 fn write_forward_rules(b: &mut Buffers, cfg: &Config) {
     if !cfg.conntrack_tcp_liberal {
         b.filter_rules.push(format!(
@@ -617,7 +624,14 @@ fn assemble(b: Buffers, cfg: &Config) -> Programming {
         table(Table::Filter, b.filter_chains, b.filter_rules),
     );
     iptables.insert(Table::Nat, table(Table::Nat, b.nat_chains, b.nat_rules));
+    // What `platformSetup` set before the proxier was created.
     let mut sysctls = BTreeMap::new();
+    if cfg.conntrack_tcp_liberal {
+        sysctls.insert(
+            super::conntrack_sysctls::TCP_BE_LIBERAL.to_string(),
+            "1".to_string(),
+        );
+    }
     if cfg.localhost_node_ports {
         sysctls.insert(
             "net.ipv4.conf.all.route_localnet".to_string(),

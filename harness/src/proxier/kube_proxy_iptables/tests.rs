@@ -906,6 +906,38 @@ fn netns_iptables_restore_accepts_output() {
     assert_eq!(saved_rules, our_rules);
 }
 
+/// `conntrack.tcpBeLiberal`: kube-proxy sets `nf_conntrack_tcp_be_liberal=1` before creating
+/// the proxier, whose `NewProxier` then finds it set and `syncProxyRules` writes no KUBE-FORWARD
+/// drop of INVALID packets (proxier_test.go TestOverallIPTablesRules has the rule with the
+/// default `conntrackTCPLiberal: false`); every other rule stays.
+#[test]
+fn tcp_be_liberal_sets_the_sysctl_and_drops_no_invalid_packets() {
+    let mut c = overall_cluster();
+    let strict = program(&c);
+    let invalid = "-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP";
+    assert!(rules(&strict, Table::Filter).contains(&invalid.to_string()));
+    assert!(!strict
+        .sysctls
+        .contains_key(crate::proxier::conntrack_sysctls::TCP_BE_LIBERAL));
+    c.options.tcp_be_liberal = true;
+    let liberal = program(&c);
+    assert_eq!(
+        liberal.sysctls["net.netfilter.nf_conntrack_tcp_be_liberal"],
+        "1"
+    );
+    let mut without: Vec<String> = rules(&strict, Table::Filter);
+    without.retain(|r| r != invalid);
+    assert_eq!(rules(&liberal, Table::Filter), without);
+    assert_eq!(rules(&liberal, Table::Nat), rules(&strict, Table::Nat));
+    // The IPv6 proxier reads the same sysctl.
+    let mut c6 = cluster6(vec![]);
+    c6.options.tcp_be_liberal = true;
+    let p6 = KubeProxyIptables.program(&c6, &node6()).unwrap();
+    assert!(!rules(&p6, Table::Filter)
+        .iter()
+        .any(|r| r.contains("INVALID")));
+}
+
 /// `--iptables-localhost-nodeports=false` (pkg/proxy/iptables/proxier.go NewProxier and
 /// syncProxyRules; proxier_test.go TestNodePorts "localhost nodeports disabled"): no
 /// route_localnet, no localnet firewall rule, and the NodePorts jump skips 127.0.0.0/8.

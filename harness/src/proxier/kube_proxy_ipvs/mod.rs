@@ -243,7 +243,11 @@ fn sync_proxy_rules(cfg: &Config, cluster: &ClusterState, node: &NodeContext) ->
         // "make sure dummy interface exists" on every sync, then "Remove superfluous addresses
         // from the dummy device": the device stays when its last address goes.
         ipvs_addresses: Some(state.bind_addrs.into_iter().collect()),
-        sysctls: sysctls(cfg),
+        sysctls: {
+            let mut all = sysctls(cfg);
+            all.extend(super::conntrack_sysctls::of(&cluster.options));
+            all
+        },
         ipvs_timeouts: cfg.timeouts,
         // syncProxyRules ends with `cleanLegacyService`: every IPVS service of this family it
         // did not program goes ("Not our family" skips the others), unless
@@ -273,8 +277,9 @@ fn is_proxied(sp: &ServicePortInfo) -> bool {
 /// `net/ipv4/vs/conn_reuse_mode` is deliberately absent: kube-proxy sets it to 0 only on kernels
 /// in [4.1, 5.9) and leaves it as-is from `IPVSConnReuseModeFixedKernelVersion` = 5.9 on
 /// (issue #93297); the suite targets kernels >= 5.9. The conntrack sysctls of
-/// `platformSetup`/`conntrack.SetSysctls` (server_linux.go) are not the proxier's and depend on the
-/// CPU count, so they are not part of this programming either.
+/// `platformSetup`/`conntrack.SetSysctls` (server_linux.go) are not the proxier's: the programming
+/// adds the one a scenario sets (`tcpBeLiberal`, [`super::conntrack_sysctls`]); IPVS mode
+/// writes no INVALID drop either way.
 fn sysctls(cfg: &Config) -> BTreeMap<String, String> {
     let mut sysctls = BTreeMap::new();
     let mut set = |key: &str, value: &str| {

@@ -95,6 +95,7 @@ fn fake_options() -> ProxierOptions {
         node_port_addresses: Vec::new(),
         ipvs_timeouts: Default::default(),
         ipvs_exclude_cidrs: Vec::new(),
+        tcp_be_liberal: false,
     }
 }
 
@@ -1216,6 +1217,24 @@ fn sysctls_with_and_without_strict_arp() {
     assert_eq!(p.sysctls["net.ipv4.conf.all.arp_ignore"], "1");
     assert_eq!(p.sysctls["net.ipv4.conf.all.arp_announce"], "2");
     assert!(!p.sysctls.contains_key("net.ipv4.vs.conn_reuse_mode"));
+}
+
+/// `conntrack.tcpBeLiberal`: `platformSetup` sets `nf_conntrack_tcp_be_liberal=1` in every mode;
+/// IPVS mode has no INVALID drop to leave out, so its rules stay the same.
+#[test]
+fn tcp_be_liberal_adds_only_the_sysctl() {
+    let strict = program(vec![]);
+    let mut options = fake_options();
+    options.tcp_be_liberal = true;
+    let liberal = program_with(options, &node(), vec![]);
+    assert_eq!(
+        liberal.sysctls["net.netfilter.nf_conntrack_tcp_be_liberal"],
+        "1"
+    );
+    let mut sysctls = liberal.sysctls.clone();
+    sysctls.remove("net.netfilter.nf_conntrack_tcp_be_liberal");
+    assert_eq!(sysctls, strict.sysctls);
+    assert_eq!(liberal.iptables, strict.iptables);
 }
 
 /// NodePort services get one VS per node address (every interface but kube-ipvs0), and a node

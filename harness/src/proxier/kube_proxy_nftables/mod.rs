@@ -403,6 +403,8 @@ fn sync(
     Ok(Programming {
         nft,
         conntrack_cleanup: conntrack_cleanup::after_sync(resync.and_then(|r| r.previous), cluster),
+        // `platformSetup`'s: nftables mode writes no `ct state invalid drop` either way.
+        sysctls: super::conntrack_sysctls::of(&cluster.options),
         ..Programming::default()
     })
 }

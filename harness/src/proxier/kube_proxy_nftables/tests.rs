@@ -235,6 +235,30 @@ fn overall_nftables_rules_match_upstream_golden() {
     }
 }
 
+/// `conntrack.tcpBeLiberal`: `platformSetup` sets `nf_conntrack_tcp_be_liberal=1` in every mode;
+/// nftables mode writes no `ct state invalid drop` either way, so the script stays the same.
+#[test]
+fn tcp_be_liberal_adds_only_the_sysctl() {
+    let mut c = overall_cluster();
+    let strict = KubeProxyNftables.program(&c, &node()).expect("program");
+    c.options.tcp_be_liberal = true;
+    let liberal = KubeProxyNftables.program(&c, &node()).expect("program");
+    assert_eq!(
+        liberal
+            .sysctls
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect::<Vec<_>>(),
+        [("net.netfilter.nf_conntrack_tcp_be_liberal", "1")]
+    );
+    assert_eq!(liberal.nft.lines, strict.nft.lines);
+    assert!(!liberal
+        .nft
+        .lines
+        .iter()
+        .any(|l| l.contains("ct state invalid")));
+}
+
 #[test]
 fn no_sysctls_and_nothing_but_the_script() {
     let p = KubeProxyNftables
