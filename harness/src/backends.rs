@@ -47,17 +47,19 @@ impl Backends {
     }
 }
 
-/// What a socket-probe server answers: the peer address it saw, and who it is.
-pub fn client_ip_answer(peer: std::net::SocketAddr, pod: &str) -> String {
-    format!("client={peer} pod={pod}\n")
+/// What a socket-probe server answers: the peer address it saw, who it is, and the port it was
+/// reached on (`client=IP:PORT pod=NAME port=N`), so a flow kept across steps tells a backend
+/// port from another on the same pod.
+pub fn client_ip_answer(peer: std::net::SocketAddr, pod: &str, port: u16) -> String {
+    format!("client={peer} pod={pod} port={port}\n")
 }
 
 /// Probe payloads are echoed verbatim so the crafted packet's reply can be matched.
-fn udp_answer(payload: &[u8], peer: std::net::SocketAddr, pod: &str) -> Vec<u8> {
+fn udp_answer(payload: &[u8], peer: std::net::SocketAddr, pod: &str, port: u16) -> Vec<u8> {
     if payload.starts_with(b"kpct-probe") {
         payload.to_vec()
     } else {
-        client_ip_answer(peer, pod).into_bytes()
+        client_ip_answer(peer, pod, port).into_bytes()
     }
 }
 
@@ -312,7 +314,8 @@ async fn serve_tcp_connection(
     pod: String,
 ) {
     use tokio::io::AsyncReadExt;
-    let answer = client_ip_answer(peer, &pod);
+    let port = stream.local_addr().map_or(0, |a| a.port());
+    let answer = client_ip_answer(peer, &pod, port);
     let mut buf = [0u8; 512];
     loop {
         if stream.write_all(answer.as_bytes()).await.is_err() {
@@ -327,10 +330,11 @@ async fn serve_tcp_connection(
 }
 
 async fn serve_udp(socket: tokio::net::UdpSocket, pod: String) {
+    let port = socket.local_addr().map_or(0, |a| a.port());
     let mut buf = vec![0u8; 2048];
     while let Ok((n, peer)) = socket.recv_from(&mut buf).await {
         let _ = socket
-            .send_to(&udp_answer(&buf[..n], peer, &pod), peer)
+            .send_to(&udp_answer(&buf[..n], peer, &pod, port), peer)
             .await;
     }
 }

@@ -176,6 +176,7 @@ fn exchange(socket: &mut Socket, sport: u16, ask: bool) -> Shot {
             sport,
             delivered: None,
             answer: None,
+            kept_backend_port: answered_port(&line),
             app_answer: Some(line.trim().to_string()),
             socket_error: None,
             dropped_at: None,
@@ -185,10 +186,20 @@ fn exchange(socket: &mut Socket, sport: u16, ask: bool) -> Shot {
             delivered: None,
             answer: None,
             app_answer: None,
+            kept_backend_port: None,
             socket_error: Some(probe::socket_error_kind(&e)),
             dropped_at: None,
         },
     }
+}
+
+/// The backend port an answer names (`port=N`, see [`crate::backends::client_ip_answer`]): the
+/// flow's target port, as the backend's socket has it.
+fn answered_port(answer: &str) -> Option<u16> {
+    answer
+        .split_whitespace()
+        .find_map(|field| field.strip_prefix("port="))
+        .and_then(|p| p.parse().ok())
 }
 
 fn source_namespace<'t>(topo: &'t Topology, source: &Source) -> Result<&'t Netns> {

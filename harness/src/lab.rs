@@ -207,7 +207,7 @@ pub fn instructions(lab: &Lab) -> String {
     if lab.serving {
         let _ = writeln!(
             out,
-            "\nbackends are serving: every pod port answers (TCP with `client=ADDR pod=NAME`, UDP \
+            "\nbackends are serving: every pod port answers (TCP with `client=ADDR pod=NAME port=N`, UDP \
              echoes), and the nodes' healthCheckNodePorts listen, until you stop this command \
              (Ctrl-C); the lab stays up after that, without them"
         );

@@ -158,10 +158,16 @@ pub fn observe_shot(plan: &ProbePlan, shot: &Shot, nodes: &[NodeAddress]) -> Sho
                 format!("masqueraded to {}", who(ip, nodes))
             }
         });
+        // A kept flow also names the backend port that answered: a flow still on a pod's old
+        // target port and one moved to its new one differ only there.
+        let port = shot
+            .kept_backend_port
+            .map(|p| format!(" -> port {p}"))
+            .unwrap_or_default();
         return ShotObservation {
             verdict: Verdict::Delivered,
             backend: pod,
-            backend_saw: seen_ip.map(|ip| format!("client {ip}")),
+            backend_saw: seen_ip.map(|ip| format!("client {ip}{port}")),
             source,
             reply: Some("answered".into()),
             source_ip_seen: seen_ip,

@@ -693,6 +693,37 @@ async fn dropping_invalid_packets_despite_tcp_be_liberal_is_caught() {
     }
 }
 
+/// Deletes every TCP conntrack entry to 10.96.0.10:80 at each sync, whatever its reply: a
+/// proxier that clears the connections of a Service port that changed, where kube-proxy clears
+/// UDP entries only (`CleanStaleEntries`, pkg/proxy/conntrack/cleanup.go).
+fn clear_tcp_entries_of_the_old_port(p: &mut kpct::programming::Programming) -> anyhow::Result<()> {
+    p.conntrack_cleanup
+        .push(kpct::programming::ConntrackCleanup {
+            protocol: scenario::Protocol::Tcp,
+            orig_dst: Some("10.96.0.10".parse()?),
+            orig_dport: 80,
+            // No reply comes from this address: every entry goes.
+            serving: vec!["192.0.2.1".parse()?],
+        });
+    Ok(())
+}
+
+/// A connection opened before a Service's port changes keeps its old target port: one whose
+/// conntrack entry the proxier clears is lost, and the kept flow's expectation says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clearing_established_tcp_connections_on_a_port_change_is_caught() {
+    for proxier in ["kube-proxy-iptables", "kube-proxy-nftables"] {
+        mutation_is_caught(
+            "transition-port-change.yaml",
+            proxier,
+            clear_tcp_entries_of_the_old_port,
+            &["change-ports/session-on-old-target-port"],
+            "expected every one of [web-b] to be reached",
+        )
+        .await;
+    }
+}
+
 /// nftables mode rejects ports and protocols a live ClusterIP does not serve; without the
 /// `cluster-ips-check` reject they are lost instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -351,8 +351,11 @@ pub struct Shot {
     pub sport: u16,
     pub delivered: Option<Delivery>,
     pub answer: Option<Answer>,
-    /// For socket probes: what the backend said it saw (`client=IP:PORT pod=NAME`).
+    /// For socket probes: what the backend said it saw (`client=IP:PORT pod=NAME port=N`).
     pub app_answer: Option<String>,
+    /// For a flow kept across steps: the backend port that answered it (its answer's `port=`),
+    /// which its observation records. `None` for every other shot.
+    pub kept_backend_port: Option<u16>,
     /// For socket probes: the error the connecting socket got (refused, timed out, …).
     pub socket_error: Option<String>,
     /// Where the kernel dropped the packet, when that ended the wait before the timeout.
@@ -545,6 +548,7 @@ impl<'t> Captures<'t> {
                 delivered,
                 answer: answer.and_then(|f| packet.answer(&f)),
                 app_answer: None,
+                kept_backend_port: None,
                 socket_error: None,
                 dropped_at,
             })
@@ -654,6 +658,7 @@ fn fire_socket(
             delivered: None,
             answer: None,
             app_answer: Some(answer.trim().to_string()),
+            kept_backend_port: None,
             socket_error: None,
             dropped_at: None,
         },
@@ -662,6 +667,7 @@ fn fire_socket(
             delivered: None,
             answer: None,
             app_answer: None,
+            kept_backend_port: None,
             socket_error: Some(socket_error_kind(&e)),
             dropped_at: None,
         },
