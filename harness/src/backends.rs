@@ -72,24 +72,31 @@ impl Backends {
             sctp_listeners: Vec::new(),
         };
         for pod in pods {
-            let pod_ns = topo.pod(&pod.name)?;
-            let ns = &pod_ns.netns;
-            // Every IPv4 address, and on a dual-stack pod its IPv6 address (bound as such:
-            // `[::]` would take IPv4 too and clash with the first socket).
-            let addresses = std::iter::once(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
-                .chain(pod_ns.ipv6.map(IpAddr::V6));
-            for address in addresses {
-                for port in &pod.ports {
-                    backends.serve_port(
-                        ns,
-                        &pod.name,
-                        SocketAddr::new(address, port.container_port),
-                        port.protocol,
-                    )?;
-                }
-            }
+            backends.start_pod(topo, pod)?;
         }
         Ok(backends)
+    }
+
+    /// Starts a server for each container port `pod` declares, in its namespace of `topo`: a
+    /// pod's containers starting (also for a pod a scenario step creates).
+    pub fn start_pod(&mut self, topo: &Topology, pod: &crate::scenario::Pod) -> Result<()> {
+        let pod_ns = topo.pod(&pod.name)?;
+        let ns = &pod_ns.netns;
+        // Every IPv4 address, and on a dual-stack pod its IPv6 address (bound as such:
+        // `[::]` would take IPv4 too and clash with the first socket).
+        let addresses =
+            std::iter::once(IpAddr::V4(Ipv4Addr::UNSPECIFIED)).chain(pod_ns.ipv6.map(IpAddr::V6));
+        for address in addresses {
+            for port in &pod.ports {
+                self.serve_port(
+                    ns,
+                    &pod.name,
+                    SocketAddr::new(address, port.container_port),
+                    port.protocol,
+                )?;
+            }
+        }
+        Ok(())
     }
 
     /// An echo server for `protocol` on `addr` in pod `pod`'s namespace.

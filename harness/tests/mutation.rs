@@ -350,6 +350,199 @@ async fn needs_ipvs_serving_another_proxys_service_is_caught() {
     serving_another_proxys_service_is_caught("kube-proxy-ipvs").await;
 }
 
+/// Programs like the built-in `inner` from a cluster state edited by `edit` (each family's, the
+/// previous one's too): a proxier that reads the cluster wrongly.
+struct StateEdited {
+    inner: &'static str,
+    edit: fn(&mut kpct::cluster::ClusterState),
+}
+
+impl StateEdited {
+    fn edited(&self, cluster: &kpct::cluster::ClusterState) -> kpct::cluster::ClusterState {
+        let mut cluster = cluster.clone();
+        (self.edit)(&mut cluster);
+        if let Some(v6) = cluster.ipv6.as_mut() {
+            (self.edit)(v6);
+        }
+        cluster
+    }
+}
+
+impl Proxier for StateEdited {
+    fn name(&self) -> &'static str {
+        self.inner
+    }
+    fn program(
+        &self,
+        cluster: &kpct::cluster::ClusterState,
+        node: &kpct::cluster::NodeContext,
+    ) -> anyhow::Result<kpct::programming::Programming> {
+        builtin(self.inner)
+            .expect("a built-in")
+            .program(&self.edited(cluster), node)
+    }
+    fn resync(
+        &self,
+        resync: &kpct::proxier::Resync<'_>,
+        cluster: &kpct::cluster::ClusterState,
+        node: &kpct::cluster::NodeContext,
+    ) -> anyhow::Result<kpct::programming::Programming> {
+        let previous = resync.previous.map(|p| self.edited(p));
+        let resync = kpct::proxier::Resync {
+            previous: previous.as_ref(),
+            ..*resync
+        };
+        builtin(self.inner)
+            .expect("a built-in")
+            .resync(&resync, &self.edited(cluster), node)
+    }
+    fn random_backend_choice(&self) -> bool {
+        builtin(self.inner)
+            .expect("a built-in")
+            .random_backend_choice()
+    }
+}
+
+/// Runs the library scenario `file` against `proxier`.
+async fn library_run(file: &str, proxier: &dyn Proxier) -> kpct::run::ScenarioRun {
+    let path = format!("{}/../scenarios/{file}", env!("CARGO_MANIFEST_DIR"));
+    let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
+    kpct::run::run_scenario(&s, proxier, probe_timeout())
+        .await
+        .expect("run")
+}
+
+/// Every ClientIP affinity with the API server's default timeout (10800 s) instead of its own.
+fn affinity_timeout_ignored(c: &mut kpct::cluster::ClusterState) {
+    for sp in &mut c.service_ports {
+        if sp.session_affinity_timeout_seconds.is_some() {
+            sp.session_affinity_timeout_seconds = Some(10800);
+        }
+    }
+}
+
+/// Affinity that outlives its `timeoutSeconds` keeps the client on web-far after the wait; a
+/// proxier without affinity spreads the client over both endpoints where it must stay on
+/// web-far.
+async fn affinity_timeout_mutations_are_caught(proxier: &'static str) {
+    let file = "transition-session-affinity-timeout.yaml";
+    let ignored = StateEdited {
+        inner: proxier,
+        edit: affinity_timeout_ignored,
+    };
+    let found = library_run(file, &ignored).await.violations;
+    assert!(
+        says(
+            &found,
+            "near-replica-after-timeout/node-port-after-timeout",
+            "expected delivery to one of [web-near]"
+        ),
+        "{found:#?}"
+    );
+    assert!(
+        !says(
+            &found,
+            "near-replica-after-timeout/node-port-within-timeout",
+            ""
+        ),
+        "the long timeout holds either way: {found:#?}"
+    );
+    let without = StateEdited {
+        inner: proxier,
+        edit: |c| {
+            for sp in &mut c.service_ports {
+                sp.session_affinity_timeout_seconds = None;
+            }
+        },
+    };
+    let found = library_run(file, &without).await.violations;
+    for probe in [
+        "near-replica-after-timeout/node-port-after-timeout",
+        "near-replica-after-timeout/node-port-within-timeout",
+    ] {
+        assert!(
+            says(&found, probe, "expected delivery to one of"),
+            "{probe}: {found:#?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn affinity_outliving_its_timeout_is_caught_in_iptables_mode() {
+    affinity_timeout_mutations_are_caught("kube-proxy-iptables").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn affinity_outliving_its_timeout_is_caught_in_nftables_mode() {
+    affinity_timeout_mutations_are_caught("kube-proxy-nftables").await;
+}
+
+/// The step really lets time pass: without its wait, the 5 s affinity to web-far still holds
+/// when the client comes back, and the intact proxier fails the expectation made for after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_affinity_timeout_scenario_needs_its_wait() {
+    let path = format!(
+        "{}/../scenarios/transition-session-affinity-timeout.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
+    assert_eq!(s.steps[0].wait_seconds, 20);
+    s.steps[0].wait_seconds = 0;
+    let run = kpct::run::run_scenario(
+        &s,
+        builtin("kube-proxy-iptables").unwrap().as_ref(),
+        probe_timeout(),
+    )
+    .await
+    .expect("run");
+    assert!(
+        says(
+            &run.violations,
+            "near-replica-after-timeout/node-port-after-timeout",
+            "expected delivery to one of [web-near]"
+        ),
+        "{:#?}",
+        run.violations
+    );
+}
+
+/// A proxier that never learns of endpoints added after it started (only web-1's address,
+/// there from the start, is ever programmed) fails where a created pod must be reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_the_endpoints_of_created_pods_is_caught() {
+    for proxier in ["kube-proxy-iptables", "kube-proxy-nftables"] {
+        let stale = StateEdited {
+            inner: proxier,
+            edit: |c| {
+                let first: std::net::IpAddr = "10.244.2.21".parse().unwrap();
+                for sp in &mut c.service_ports {
+                    sp.endpoints.retain(|e| e.ip == first);
+                }
+            },
+        };
+        let found = library_run("transition-pod-created.yaml", &stale)
+            .await
+            .violations;
+        for (probe, missed) in [
+            ("scale-up/pod-to-clusterip", "never reached: web-2"),
+            ("scale-up/external-to-nodeport", "never reached: web-2"),
+            ("web-1-recreated/pod-to-clusterip", "never reached: web-2"),
+            ("web-2-replaced/pod-to-clusterip", "never reached: web-3"),
+            (
+                "web-2-replaced/external-to-nodeport",
+                "never reached: web-3",
+            ),
+        ] {
+            assert!(says(&found, probe, missed), "{proxier} {probe}: {found:#?}");
+        }
+        // With no endpoint left, web-2's own probe is refused rather than delivered to it.
+        assert!(
+            says(&found, "web-1-deleted/pod-to-clusterip", ""),
+            "{proxier}: {found:#?}"
+        );
+    }
+}
+
 /// The nodePortAddresses scenarios fail for a proxier that serves NodePorts on every address,
 /// each on the probe that must be refused.
 async fn ignoring_node_port_addresses_is_caught(proxier: &'static str) {

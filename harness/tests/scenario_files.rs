@@ -234,6 +234,15 @@ const BAD: &[(&str, &str)] = &[
          tests/fixtures/bad/metadata.yaml:16:7: services[0].annotations.example.com/a/b: annotation key `example.com/a/b`: a qualified name is a name with an optional DNS subdomain prefix and one '/' (e.g. 'example.com/MyName')",
     ),
     (
+        "step-pods-and-waits.yaml",
+        "tests/fixtures/bad/step-pods-and-waits.yaml:18:12: probes[0].from.pod: unknown pod `web-2`\n\
+         tests/fixtures/bad/step-pods-and-waits.yaml:22:5: steps[0].waitSeconds: waitSeconds 61 is more than 60 s: a step waits real time, and a scenario should run in seconds (set the timeout being waited out shorter instead)\n\
+         tests/fixtures/bad/step-pods-and-waits.yaml:25:12: steps[0].apply.pods[0].name: pod `web-1` already exists at this step (in namespace default): a pod is not replaced; delete it first, in this step or an earlier one\n\
+         tests/fixtures/bad/step-pods-and-waits.yaml:26:39: steps[0].apply.pods[1].ip: pod IP 10.244.1.10 is already used by topology.pods[0]\n\
+         tests/fixtures/bad/step-pods-and-waits.yaml:27:25: steps[0].apply.pods[2].node: unknown node `node-z`\n\
+         tests/fixtures/bad/step-pods-and-waits.yaml:28:12: steps[0].apply.pods[3].name: duplicate pod name `web-3` (also apply.pods[2] of this step)",
+    ),
+    (
         "limits.yaml",
         "tests/fixtures/bad/limits.yaml:20:5: probes[0].repeat: repeat 45000 is more than 1000 shots (each may wait the probe timeout)",
     ),

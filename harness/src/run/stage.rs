@@ -85,9 +85,12 @@ pub struct Advanced {
 }
 
 impl Staged<'_> {
-    /// Applies step `k` of `scenario`: deletes its pods (servers stopped, namespaces gone),
-    /// serves new healthCheckNodePorts, and re-syncs every node, whose proxier knows the
-    /// previous state unless the step restarts it. Steps must be applied in order.
+    /// Applies step `k` of `scenario`: lets its `waitSeconds` of real time pass (nothing
+    /// changes meanwhile: the proxier, the backends and every kept flow stay as they are),
+    /// deletes its pods (servers stopped, namespaces gone),
+    /// creates its new pods (namespaces built on their nodes, servers started), serves new
+    /// healthCheckNodePorts, and re-syncs every node, whose proxier knows the previous state
+    /// unless the step restarts it. Steps must be applied in order.
     pub async fn advance(&mut self, scenario: &Scenario, k: usize) -> Result<Advanced> {
         let step = scenario
             .steps
@@ -96,12 +99,21 @@ impl Staged<'_> {
         if let Some(why) = &self.steps_problem {
             anyhow::bail!("{}: {why}", scenario.name);
         }
+        if step.wait_seconds > 0 {
+            tokio::time::sleep(Duration::from_secs(u64::from(step.wait_seconds))).await;
+        }
         let state = scenario::state_at(scenario, Some(k));
         let cluster = scenario::cluster_state(&state.scenario);
         for pod in &step.delete.pods {
             let (_, pod) = pod.split_once('/').unwrap_or(("", pod));
             self.backends.stop_pod(pod).await;
             self.topo.delete_pod(pod).await?;
+        }
+        // After the deletions, as the state has them: a pod deleted and created again in one
+        // step is a new pod, in a new namespace.
+        for pod in &step.apply.pods {
+            self.topo.add_pod(pod).await?;
+            self.backends.start_pod(&self.topo, pod)?;
         }
         if !self.programmer.serves_health_checks() {
             let new_ports: Vec<u16> = cluster

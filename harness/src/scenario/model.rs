@@ -107,9 +107,14 @@ pub struct Step {
     /// Defaults to `step-N` (1-based); names the step in reports and snapshots.
     #[serde(default)]
     pub name: String,
+    /// Seconds of real time to let pass before the step's changes, its re-sync and its probes
+    /// (at most [`MAX_WAIT_SECONDS`]): for what only time does, such as a ClientIP affinity's
+    /// `timeoutSeconds` running out, an IPVS real server draining or a conntrack entry ageing.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wait_seconds: u32,
     /// Objects created or replaced, as `kubectl apply` of whole manifests does: a Service
     /// replaces the one of the same namespace/name, an EndpointSlice every explicit slice of
-    /// its Service.
+    /// its Service; a pod is created (after the step's deletions).
     #[serde(default)]
     pub apply: Objects,
     /// Objects removed, by reference.
@@ -123,7 +128,15 @@ pub struct Step {
     pub probes: Vec<Probe>,
 }
 
-/// Services and EndpointSlices a step applies.
+/// The longest a step may wait (`waitSeconds`): a run is meant to take seconds, and every
+/// timeout worth waiting out in a scenario can be set shorter (ClientIP affinity takes 1 s).
+pub const MAX_WAIT_SECONDS: u32 = 60;
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Services, EndpointSlices and pods a step applies.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Objects {
@@ -131,6 +144,12 @@ pub struct Objects {
     pub services: Vec<Service>,
     #[serde(default)]
     pub endpoint_slices: Vec<EndpointSlice>,
+    /// Pods created by the step, written as `topology.pods` are: each gets its network
+    /// namespace on its node and its echo servers, and joins every Service whose selector
+    /// matches it. A pod is never replaced: one of the same name must be gone first (deleted
+    /// by this step or an earlier one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<Pod>,
 }
 
 /// What a step deletes: `namespace/name` or `name` (in `default`).

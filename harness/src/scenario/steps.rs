@@ -14,7 +14,7 @@ pub struct StepState {
     pub(crate) service_origins: Vec<FieldPath>,
     /// Where each explicit EndpointSlice was written.
     pub(crate) slice_origins: Vec<FieldPath>,
-    /// Where each pod was written (pods only ever go).
+    /// Where each pod was written (in `topology.pods`, or a step's `apply.pods`).
     pub(crate) pod_origins: Vec<FieldPath>,
 }
 
@@ -107,6 +107,16 @@ fn apply_step(state: &mut StepState, step: &Step, k: usize) {
             pods.remove(i);
             state.pod_origins.remove(i);
         }
+    }
+    // Pods a step creates come after its deletions, so a pod deleted and created again in one
+    // step is a new pod. A pod whose name is still taken is left out (validation says so).
+    for (j, pod) in step.apply.pods.iter().enumerate() {
+        let pods = &mut state.scenario.topology.pods;
+        if pods.iter().any(|p| p.name == pod.name) {
+            continue;
+        }
+        pods.push(pod.clone());
+        state.pod_origins.push(here.key("apply").key("pods").idx(j));
     }
     for (j, svc) in step.apply.services.iter().enumerate() {
         let origin = here.key("apply").key("services").idx(j);

@@ -304,6 +304,40 @@ impl NetlinkNs {
             .with_context(|| self.ctx(&format!("adding neighbour {ip} on {dev}")))
     }
 
+    /// `ip neigh flush to IP`: forgets what this namespace learnt of `ip`'s link-layer address
+    /// on any device, so the next packet to it asks again.
+    pub async fn forget_neighbour(&self, ip: IpAddr) -> Result<()> {
+        let mut stale = Vec::new();
+        let mut stream = self.handle.neighbours().get().execute();
+        while let Some(msg) = stream
+            .try_next()
+            .await
+            .with_context(|| self.ctx("listing neighbours"))?
+        {
+            let names_ip = msg.attributes.iter().any(|a| match a {
+                NeighbourAttribute::Destination(NeighbourAddress::Inet(v4)) => {
+                    IpAddr::V4(*v4) == ip
+                }
+                NeighbourAttribute::Destination(NeighbourAddress::Inet6(v6)) => {
+                    IpAddr::V6(*v6) == ip
+                }
+                _ => false,
+            });
+            if names_ip {
+                stale.push(msg);
+            }
+        }
+        for msg in stale {
+            self.handle
+                .neighbours()
+                .del(msg)
+                .execute()
+                .await
+                .with_context(|| self.ctx(&format!("forgetting neighbour {ip}")))?;
+        }
+        Ok(())
+    }
+
     /// `bridge fdb append MAC dev DEV dst IP self permanent` — where the VXLAN device sends
     /// frames for a remote VTEP's MAC.
     pub async fn add_fdb(&self, dev: &str, mac: [u8; 6], dst: IpAddr) -> Result<()> {

@@ -287,6 +287,53 @@ impl Topology {
             .ok_or_else(|| anyhow!("no pod `{name}` in this topology"))
     }
 
+    /// Creates `pod` (of the scenario, validated) on its node as a kubelet and the CNI do when
+    /// a pod is scheduled there after the cluster was built: its namespace, its veth on the
+    /// node's bridge (the lowest `vethNNNN` slot the node has free) and its addresses and
+    /// routes. What the node and its other pods remember of the pod's addresses goes (a
+    /// deleted pod may have held one, behind another MAC).
+    pub async fn add_pod(&mut self, pod: &crate::scenario::Pod) -> Result<()> {
+        if self.pods.iter().any(|p| p.name == pod.name) {
+            bail!("pod `{}` already exists in this topology", pod.name);
+        }
+        let node = self.node(&pod.node)?;
+        let taken: std::collections::BTreeSet<&str> = self
+            .pods
+            .iter()
+            .filter(|p| p.node == pod.node)
+            .map(|p| p.host_veth.as_str())
+            .collect();
+        let host_veth = (0..)
+            .map(node_port_for_pod)
+            .find(|name| !taken.contains(name.as_str()))
+            .expect("a free veth slot");
+        let built = PodNs {
+            name: pod.name.clone(),
+            node: pod.node.clone(),
+            ip: pod.ip.v4,
+            ipv6: pod.ip.v6,
+            mac: mac_for(&format!("pod/{}/{POD_IF}", pod.name)),
+            host_veth,
+            netns: create_ns(&self.prefix.pod(&pod.name), self.ipv6)?,
+        };
+        for ip in built
+            .ip
+            .map(IpAddr::V4)
+            .into_iter()
+            .chain(built.ipv6.map(IpAddr::V6))
+        {
+            NetlinkNs::open(&node.netns)?.forget_neighbour(ip).await?;
+            for peer in self.pods.iter().filter(|p| p.node == pod.node) {
+                NetlinkNs::open(&peer.netns)?.forget_neighbour(ip).await?;
+            }
+        }
+        build_pod(node, &built)
+            .await
+            .with_context(|| format!("creating pod {}", pod.name))?;
+        self.pods.push(built);
+        Ok(())
+    }
+
     /// Deletes pod `name` as a kubelet does when the pod goes: its veth is removed from the
     /// node's bridge (synchronously, so no later probe can still reach it), then its network
     /// namespace. Whatever still holds a socket in the namespace must be stopped first.

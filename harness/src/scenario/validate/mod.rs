@@ -159,6 +159,17 @@ fn steps_issues(s: &Scenario, known: KnownProxiers<'_>, issues: &mut Vec<Issue>)
             issues: Vec::new(),
         };
         own.dns_label(here.key("name"), "step name", &name);
+        if step.wait_seconds > super::model::MAX_WAIT_SECONDS {
+            own.err(
+                here.key("waitSeconds"),
+                format!(
+                    "waitSeconds {} is more than {} s: a step waits real time, and a scenario \
+                     should run in seconds (set the timeout being waited out shorter instead)",
+                    step.wait_seconds,
+                    super::model::MAX_WAIT_SECONDS
+                ),
+            );
+        }
         if let Some(first) = names.insert(name.clone(), k) {
             own.err(
                 here.key("name"),
@@ -269,6 +280,35 @@ fn deletion_issues(
             c.err(
                 path.key("pods").idx(j),
                 format!("no pod {ns}/{name} to delete at this step"),
+            );
+        }
+    }
+    // A pod is created, never replaced: its name (unique across namespaces, like every pod's
+    // here) must be free once the step's deletions are done.
+    let deleted: Vec<(&str, &str)> = step.delete.pods.iter().map(|r| split_ref(r)).collect();
+    let mut created: BTreeMap<&str, usize> = BTreeMap::new();
+    for (j, pod) in step.apply.pods.iter().enumerate() {
+        let at = here.key("apply").key("pods").idx(j).key("name");
+        let still_there = before.topology.pods.iter().find(|p| {
+            p.name == pod.name && !deleted.contains(&(p.namespace.as_str(), p.name.as_str()))
+        });
+        if let Some(existing) = still_there {
+            c.err(
+                at,
+                format!(
+                    "pod `{}` already exists at this step (in namespace {}): a pod is not \
+                     replaced; delete it first, in this step or an earlier one",
+                    pod.name, existing.namespace
+                ),
+            );
+        } else if let Some(first) = created.insert(&pod.name, j) {
+            created.insert(&pod.name, first);
+            c.err(
+                at,
+                format!(
+                    "duplicate pod name `{}` (also apply.pods[{first}] of this step)",
+                    pod.name
+                ),
             );
         }
     }
