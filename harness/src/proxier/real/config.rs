@@ -153,7 +153,6 @@ impl KubeProxyConfiguration {
         kubeconfig: &std::path::Path,
         cluster_cidrs: &[IpCidr],
         options: &ProxierOptions,
-        tcp_be_liberal: bool,
     ) -> KubeProxyConfiguration {
         let seconds = |s: u32| format!("{s}s");
         KubeProxyConfiguration {
@@ -217,11 +216,13 @@ impl KubeProxyConfiguration {
                 max_per_core: 0,
                 tcp_established_timeout: KEEP,
                 tcp_close_wait_timeout: KEEP,
-                tcp_be_liberal,
+                tcp_be_liberal: options.tcp_be_liberal,
                 udp_timeout: KEEP,
                 udp_stream_timeout: KEEP,
             },
-            logging: Logging { verbosity: 2 },
+            logging: Logging {
+                verbosity: verbosity(mode),
+            },
         }
     }
 
@@ -229,6 +230,18 @@ impl KubeProxyConfiguration {
     pub fn to_text(&self) -> anyhow::Result<String> {
         Ok(serde_json::to_string_pretty(self)?)
     }
+}
+
+/// Where a higher log verbosity can be asked for, to see more of what a real proxier does.
+pub const VERBOSITY_VARIABLE: &str = "KPCT_REAL_VERBOSITY";
+
+/// kube-proxy's log verbosity: what [`VERBOSITY_VARIABLE`] asks for, else the lowest at which
+/// it logs each sync (2; IPVS mode logs its syncs at 3 and 4, pkg/proxy/ipvs/proxier.go).
+fn verbosity(mode: Mode) -> u32 {
+    std::env::var(VERBOSITY_VARIABLE)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(if mode == Mode::Ipvs { 4 } else { 2 })
 }
 
 /// The scenario options a real kube-proxy in `mode` has no setting for, each with why: such a

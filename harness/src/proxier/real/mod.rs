@@ -23,7 +23,7 @@ use std::time::Duration;
 
 /// How long a real proxier may take to start and sync, or to sync an update, unless
 /// configured otherwise ([`TIMEOUT_VARIABLE`]).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Where the sync timeout is configured: whole seconds, at least 1.
 pub const TIMEOUT_VARIABLE: &str = "KPCT_REAL_TIMEOUT_S";
@@ -158,10 +158,11 @@ impl NodeProgrammer for RealProxier {
         self.spec.clone()
     }
 
-    /// As the built-in of its mode: iptables and nftables pick backends at random, IPVS
-    /// round-robin in order.
+    /// Sets, not sequences, in every mode: iptables and nftables pick backends at random, and
+    /// IPVS mode's round robin follows the order kube-proxy added the real servers in, which
+    /// is a Go map's (random) order.
     fn random_choice(&self) -> bool {
-        self.mode != Mode::Ipvs
+        true
     }
 
     fn expectations_of(&self) -> String {

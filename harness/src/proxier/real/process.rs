@@ -28,15 +28,23 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// Run by the PID namespace's init (`sh -c SCRIPT kpct-confined PROGRAM ARGS…`): the mounts
-/// above, then the proxier as its child, with the capabilities above; exits with the
-/// proxier's status. Every mount must succeed: a proxier is never started less confined.
+/// above (every writable mount made read-only; those already read-only, as a VM's shared root
+/// is, are left as they are, and so are those a later mount hides, as a VM's `/usr` hides its
+/// `/usr/lib`), then the proxier as its child, with the capabilities above;
+/// exits with the proxier's status. Every mount must succeed: a proxier is never started less
+/// confined.
 const SCRIPT: &str = r#"set -e
 mount -t tmpfs -o size=1m,mode=0755,nosuid,nodev kpct-run /run
 mount -t sysfs -o ro,nosuid,nodev,noexec kpct-sys /sys
 mount --bind /proc/sys/net /proc/sys/net
 mount --rbind /proc/sys /proc/sys
 mount -o remount,bind,ro /proc/sys
-for m in $(awk '{print $5}' /proc/self/mountinfo); do
+awk '{ mp[NR] = $5; rw[NR] = ($6 !~ /^ro(,|$)/) }
+  END { for (i = 1; i <= NR; i++) {
+    hidden = 0
+    for (j = i + 1; j <= NR; j++)
+      if (mp[j] == mp[i] || index(mp[i], mp[j] (mp[j] == "/" ? "" : "/")) == 1) hidden = 1
+    if (rw[i] && !hidden) print mp[i] } }' /proc/self/mountinfo | while read -r m; do
   case "$m" in
     /run|/run/*|/proc|/proc/*|/sys|/sys/*) ;;
     *) mount -o remount,bind,ro "$m" ;;
@@ -224,6 +232,22 @@ impl ProxierProcess {
         shared.exit
     }
 
+    /// How many bytes it has printed so far.
+    pub fn printed(&self) -> usize {
+        let shared = self.shared();
+        shared.dropped + shared.output.len()
+    }
+
+    /// Waits until it prints more than `printed` bytes or exits, at most `limit`: a proxier
+    /// logs what it does, so a new line is the moment to look again.
+    pub fn wait_output(&self, printed: usize, limit: Duration) {
+        let (lock, woken) = &*self.state;
+        let shared = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = woken.wait_timeout_while(shared, limit, |s| {
+            s.exit.is_none() && s.dropped + s.output.len() <= printed
+        });
+    }
+
     /// The proxier's own pid (in kpct's PID namespace): the child of the PID namespace's init,
     /// which is `unshare`'s child.
     fn proxier_pid(&self) -> Option<u32> {
@@ -272,6 +296,7 @@ fn keep_output(mut pipe: Box<dyn Read + Send>, state: &(Mutex<Shared>, Condvar))
                     shared.output.drain(..excess);
                     shared.dropped += excess;
                 }
+                state.1.notify_all();
             }
         }
     }

@@ -4,7 +4,7 @@
 use super::config::KubeProxyConfiguration;
 use super::metrics::Changes;
 use super::process::ProxierProcess;
-use super::sync::{Baseline, SyncWatch};
+use super::sync::SyncWatch;
 use super::RealProxier;
 use crate::api_objects::{cluster_objects, ClusterObjects};
 use crate::apiserver::{self, ApiServer, Publication};
@@ -17,7 +17,13 @@ use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+/// Locks, even after a panic elsewhere (the guarded state is only a turn to publish).
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// How long a stopping proxier may take to exit after SIGTERM.
 const STOP_GRACE: Duration = Duration::from_secs(10);
@@ -35,18 +41,16 @@ pub struct RealRun<'a> {
     nodes: BTreeMap<String, ProxierProcess>,
     /// Where each node is served the API.
     addresses: BTreeMap<String, SocketAddr>,
-    /// The last update: when it was published, its publications, and every node's metrics
-    /// just before (none after a restart: the new processes sync from scratch).
-    update: Option<Update>,
 }
 
 /// The API server, and what it has published of the sync markers (see [`super::sync`]).
 struct Publisher {
     server: ApiServer,
     /// Publications so far: the markers' annotation.
-    publications: std::cell::Cell<u64>,
+    publications: AtomicU64,
     /// Kicks so far: the kick slices' endpoint.
-    kicks: std::cell::Cell<u64>,
+    kicks: AtomicU64,
+    publishing: std::sync::Mutex<()>,
 }
 
 impl std::ops::Deref for Publisher {
@@ -62,8 +66,8 @@ impl Publisher {
         with_markers(
             cluster_objects(state),
             state,
-            self.publications.get(),
-            self.kicks.get(),
+            self.publications.load(Ordering::SeqCst),
+            self.kicks.load(Ordering::SeqCst),
         )
     }
 
@@ -71,8 +75,10 @@ impl Publisher {
     /// markers, so that every informer sees them after every other event. Returns when the
     /// first began (seconds since the epoch) and both.
     fn update(&self, state: &Scenario) -> Result<(f64, Vec<Publication>)> {
+        // One publication at a time: two nodes kicking at once must not interleave theirs.
+        let _one_at_a_time = lock(&self.publishing);
         let first = self.server.publish(self.objects(state))?;
-        self.publications.set(self.publications.get() + 1);
+        self.publications.fetch_add(1, Ordering::SeqCst);
         let markers = self.server.publish(self.objects(state))?;
         let at = first
             .published_at
@@ -85,15 +91,9 @@ impl Publisher {
     /// A kick: the kick slices' endpoint moves, which every family's proxier syncs for and
     /// programs nothing of (their Service is the ExternalName marker).
     fn kick(&self, state: &Scenario) -> Result<(f64, Vec<Publication>)> {
-        self.kicks.set(self.kicks.get() + 1);
+        self.kicks.fetch_add(1, Ordering::SeqCst);
         self.update(state)
     }
-}
-
-struct Update {
-    published_at: f64,
-    publications: Vec<Publication>,
-    baselines: BTreeMap<String, Baseline>,
 }
 
 impl<'a> RealRun<'a> {
@@ -110,13 +110,13 @@ impl<'a> RealRun<'a> {
                 server,
                 publications: Default::default(),
                 kicks: Default::default(),
+                publishing: Default::default(),
             },
             dir: ScratchDir::new()?,
             state: scenario.clone(),
             families,
             nodes: BTreeMap::new(),
             addresses: BTreeMap::new(),
-            update: None,
         })
     }
 
@@ -147,7 +147,6 @@ impl<'a> RealRun<'a> {
             &kubeconfig,
             &cluster_cidrs,
             &self.state.proxier,
-            false,
         );
         let config_file = dir.join("config.json");
         write(&config_file, &config.to_text()?)?;
@@ -214,6 +213,9 @@ impl RunProgrammer for RealRun<'_> {
         read_back(node)
     }
 
+    /// Publishes the step's state and waits until every node's proxier has synced it, all
+    /// nodes at once: a node waited for later would be sampled too late to tell its syncs
+    /// apart. A restart stops every proxier first and starts new ones after.
     fn advance(
         &mut self,
         nodes: &[NodeNs],
@@ -221,33 +223,66 @@ impl RunProgrammer for RealRun<'_> {
         _step: &str,
         restart: bool,
     ) -> Result<()> {
-        let mut baselines = BTreeMap::new();
         if restart {
             for process in self.nodes.values_mut() {
                 process.stop(STOP_GRACE)?;
             }
-        } else {
-            for node in nodes {
-                let process = self
-                    .nodes
-                    .get(&node.name)
-                    .with_context(|| format!("no kube-proxy runs on node {}", node.name))?;
-                baselines.insert(
-                    node.name.clone(),
-                    self.watch(node, process).before_publication()?,
-                );
+            self.nodes.clear();
+            self.state = state.clone();
+            self.server.update(state)?;
+            let this = &*self;
+            let started: Vec<Result<ProxierProcess>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = nodes
+                    .iter()
+                    .map(|node| {
+                        scope.spawn(move || {
+                            let address = *this
+                                .addresses
+                                .get(&node.name)
+                                .with_context(|| format!("node {} was never served", node.name))?;
+                            this.start_synced(node, &node.name, address)
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(joined).collect()
+            });
+            for (node, process) in nodes.iter().zip(started) {
+                self.nodes.insert(node.name.clone(), process?);
             }
+            return Ok(());
+        }
+        let mut baselines = Vec::new();
+        for node in nodes {
+            let process = self.process_of(&node.name)?;
+            baselines.push(self.watch(node, process).before_publication()?);
         }
         self.state = state.clone();
         let (published_at, publications) = self.server.update(state)?;
-        self.update = Some(Update {
-            published_at,
-            publications,
-            baselines,
+        let this = &*self;
+        let synced: Vec<Result<()>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = nodes
+                .iter()
+                .zip(baselines)
+                .map(|(node, baseline)| {
+                    let publications = &publications;
+                    scope.spawn(move || -> Result<()> {
+                        let delivered = this.delivered(&node.name, publications)?;
+                        let mut kick = || -> Result<(f64, Changes)> {
+                            let (at, publications) = this.server.kick(&this.state)?;
+                            Ok((at, this.delivered(&node.name, &publications)?))
+                        };
+                        this.watch(node, this.process_of(&node.name)?)
+                            .synced_after(published_at, baseline, delivered, &mut kick)?;
+                        Ok(())
+                    })
+                })
+                .collect();
+            handles.into_iter().map(joined).collect()
         });
-        Ok(())
+        synced.into_iter().collect()
     }
 
+    /// [`RunProgrammer::advance`] synced every node: what it holds now.
     fn resync_node(
         &mut self,
         _resync: &Resync<'_>,
@@ -255,41 +290,7 @@ impl RunProgrammer for RealRun<'_> {
         _ctx: &NodeContext,
         node: &NodeNs,
     ) -> Result<NodeSummary> {
-        let update = self
-            .update
-            .as_mut()
-            .context("a node re-synced before the cluster changed")?;
-        match update.baselines.remove(&node.name) {
-            Some(baseline) => {
-                let publications = update.publications.clone();
-                let published_at = update.published_at;
-                let delivered = self.delivered(&node.name, &publications)?;
-                let process = self
-                    .nodes
-                    .get(&node.name)
-                    .with_context(|| format!("no kube-proxy runs on node {}", node.name))?;
-                let mut kick = || -> Result<(f64, Changes)> {
-                    let (at, publications) = self.server.kick(&self.state)?;
-                    Ok((at, self.delivered(&node.name, &publications)?))
-                };
-                self.watch(node, process).synced_after(
-                    published_at,
-                    baseline,
-                    delivered,
-                    &mut kick,
-                )?;
-            }
-            None => {
-                // Restarted: a new process syncs the state from scratch.
-                self.nodes.remove(&node.name);
-                let address = *self
-                    .addresses
-                    .get(&node.name)
-                    .with_context(|| format!("node {} was never served", node.name))?;
-                let process = self.start_synced(node, &node.name, address)?;
-                self.nodes.insert(node.name.clone(), process);
-            }
-        }
+        self.process_of(&node.name)?;
         read_back(node)
     }
 
@@ -318,6 +319,12 @@ impl RunProgrammer for RealRun<'_> {
 }
 
 impl RealRun<'_> {
+    fn process_of(&self, node: &str) -> Result<&ProxierProcess> {
+        self.nodes
+            .get(node)
+            .with_context(|| format!("no kube-proxy runs on node {node}"))
+    }
+
     /// Starts a proxier on `node` as `client` and waits until it has synced a state it has
     /// settled in. kube-proxy's nftables proxier writes its "Drop traffic to unallocated
     /// ClusterIPs" rule from the ServiceCIDRs it knows at a full sync, and a ServiceCIDR that
@@ -370,6 +377,13 @@ impl RealRun<'_> {
 
 /// How many times a proxier is started before kpct gives up on its settling.
 const SETTLE_TRIES: usize = 5;
+
+/// What a scoped thread returned, or its panic as an error.
+fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
+    handle
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("a thread waiting for a proxier panicked")))
+}
 
 /// What the node holds now.
 fn read_back(node: &NodeNs) -> Result<NodeSummary> {

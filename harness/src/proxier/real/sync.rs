@@ -17,7 +17,10 @@
 //!      since a sample taken after the queue time, or one whose end minus its duration is after
 //!      it.
 //!
-//! These are polled (every [`POLL`]): metrics are the only signal, there is nothing to await.
+//! Metrics are the only signal and nothing announces a change of them, so they are read again
+//! whenever the proxier logs a line (it logs its syncs) and otherwise at intervals that grow
+//! from [`POLL`] to [`POLL_MAX`] while nothing changes: each read costs the proxier a
+//! rendering of every metric, which in an emulated VM is dear.
 
 use super::metrics::{self, Changes, Metrics, SyncMetrics};
 use super::process::ProxierProcess;
@@ -27,8 +30,20 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-/// How often the metrics are read while waiting.
+/// The first interval between reads of the metrics while waiting, after a change.
 const POLL: Duration = Duration::from_millis(10);
+
+/// The longest interval between reads.
+const POLL_MAX: Duration = Duration::from_millis(320);
+
+/// The interval after one of `interval` that saw `changed` or not.
+fn next_interval(interval: Duration, changed: bool) -> Duration {
+    if changed {
+        POLL
+    } else {
+        (interval * 2).min(POLL_MAX)
+    }
+}
 
 /// How many lines of the proxier's log an error quotes.
 const LOG_LINES: usize = 20;
@@ -87,9 +102,13 @@ impl SyncWatch<'_> {
     pub fn first_sync(&self, families: &[&str]) -> Result<Metrics> {
         let what = "its first sync";
         let started = Instant::now();
-        let mut last = None;
+        let mut last: Option<Sample> = None;
+        let mut interval = POLL;
         loop {
+            let printed = self.process.printed();
             if let Some(s) = self.sample(what)? {
+                let changed = last.as_ref().is_none_or(|l| l.metrics != s.metrics);
+                interval = next_interval(interval, changed);
                 let synced = |f: &&str| {
                     s.metrics
                         .families
@@ -100,11 +119,13 @@ impl SyncWatch<'_> {
                     return Ok(s.metrics);
                 }
                 last = Some(s);
+            } else {
+                interval = next_interval(interval, false);
             }
             if started.elapsed() > self.timeout {
                 return Err(self.timed_out(what, last.as_ref()));
             }
-            std::thread::sleep(POLL);
+            self.process.wait_output(printed, interval);
         }
     }
 
@@ -114,13 +135,14 @@ impl SyncWatch<'_> {
         let what = "its metrics before an update";
         let started = Instant::now();
         loop {
+            let printed = self.process.printed();
             if let Some(s) = self.sample(what)? {
                 return Ok(Baseline(s));
             }
             if started.elapsed() > self.timeout {
                 return Err(self.timed_out(what, None));
             }
-            std::thread::sleep(POLL);
+            self.process.wait_output(printed, POLL_MAX);
         }
     }
 
@@ -144,26 +166,32 @@ impl SyncWatch<'_> {
         let mut published = published;
         let started = Instant::now();
         let mut samples = vec![baseline.0];
-        // Samples since every event was taken in with no sync returning: a proof that has not
-        // come by then will not come without a kick.
-        let mut idle = 0;
+        // Since when no sync has returned: a proof that has not come by then will not come
+        // without a kick (see [`quiet_enough`]).
+        let mut quiet_since = Instant::now();
+        let mut interval = POLL;
         loop {
+            let printed = self.process.printed();
             if let Some(s) = self.sample(what)? {
                 let covers = s.metrics.changes.covers(&wanted);
                 let moved = samples
                     .last()
                     .is_some_and(|p| syncs(&p.metrics) != syncs(&s.metrics));
+                let changed = samples.last().is_some_and(|p| p.metrics != s.metrics);
+                interval = next_interval(interval, changed);
                 samples.push(s);
                 if covers {
                     if all_synced(&samples, published) {
                         return Ok(samples.pop().map(|s| s.metrics).unwrap_or_default());
                     }
-                    idle = if moved { 0 } else { idle + 1 };
-                    if idle >= KICK_AFTER_IDLE_SAMPLES {
+                    if moved {
+                        quiet_since = Instant::now();
+                    }
+                    if quiet_since.elapsed() >= quiet_enough(&samples) {
                         let (kicked_at, kicked) = kick()?;
                         published = kicked_at;
                         wanted = wanted + kicked;
-                        idle = 0;
+                        quiet_since = Instant::now();
                     }
                 }
             }
@@ -178,7 +206,7 @@ impl SyncWatch<'_> {
                     last,
                 ));
             }
-            std::thread::sleep(POLL);
+            self.process.wait_output(printed, interval);
         }
     }
 }
@@ -188,9 +216,29 @@ fn syncs(m: &Metrics) -> Vec<u64> {
     m.families.values().map(|f| f.syncs).collect()
 }
 
-/// How many samples in a row, every event taken in, no sync returning and no proof, before a
-/// kick.
-const KICK_AFTER_IDLE_SAMPLES: usize = 5;
+/// How long no sync may return, every event taken in and nothing proven, before the proxier
+/// is taken to have nothing more to sync and is kicked: several times its longest sync so far
+/// (a sync still running will return and settle it; under emulation syncs take seconds), at
+/// least a second. A kick too early costs a sync, never a wrong answer.
+fn quiet_enough(samples: &[Sample]) -> Duration {
+    let longest = samples
+        .windows(2)
+        .flat_map(|w| {
+            w[1].metrics.families.iter().filter_map(|(f, after)| {
+                let before = w[0].metrics.families.get(f)?;
+                (after.syncs > before.syncs).then_some(after.sync_seconds - before.sync_seconds)
+            })
+        })
+        .fold(0.0_f64, f64::max);
+    let average = samples
+        .last()
+        .into_iter()
+        .flat_map(|s| s.metrics.families.values())
+        .filter(|m| m.syncs > 0)
+        .map(|m| m.sync_seconds / m.syncs as f64)
+        .fold(0.0_f64, f64::max);
+    Duration::from_secs_f64((longest.max(average) * 5.0).max(1.0))
+}
 
 /// Metrics sampled before a publication.
 #[derive(Debug, Clone)]
