@@ -62,6 +62,9 @@ pub struct NodeEvidence {
     pub kube_ipvs0: Option<String>,
     /// Parts that could not be read.
     pub errors: Vec<String>,
+    /// What the node's proxier said and did (a real proxier's log tail, API requests and
+    /// events); `None` for a proxier that says nothing.
+    pub proxier: Option<String>,
 }
 
 /// A node's state, read once per scenario run at its first failing probe.

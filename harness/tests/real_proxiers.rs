@@ -33,6 +33,7 @@ fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
 /// node's links, and cannot change a device through it), `/proc/sys` read-only but for its
 /// node's `net.*`, no SYS_ADMIN, SYS_MODULE or SYS_PTRACE; it still writes its own sysctls.
 #[test]
+#[serial_test::serial(real_proxier_processes)]
 fn a_real_proxier_process_cannot_leave_its_node() {
     let ns = netns("real-confined");
     let other = netns("real-confined-other");
@@ -118,6 +119,7 @@ fn holder_of_a_real_proxier() {
 /// SIGKILL kpct (here a test process holding a proxier) and every process of the proxier
 /// goes too, the ones it started included: nothing holds the node's namespace after it.
 #[test]
+#[serial_test::serial(real_proxier_processes)]
 fn a_real_proxier_dies_with_kpct_even_by_sigkill() {
     use std::io::BufRead;
     let marker = format!("{}", std::process::id());
@@ -207,4 +209,197 @@ fn descendants(pid: u32) -> Vec<u32> {
         queue.extend(children);
     }
     out
+}
+
+/// The kube-proxy `ci/real-proxiers.sh` builds, which these tests run: missing is a failure
+/// that says how to build it, never a skip.
+fn kube_proxy_binary() -> PathBuf {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/real-proxiers/kube-proxy-v1.37.2");
+    assert!(
+        path.is_file(),
+        "{} is missing: run `sudo ci/real-proxiers.sh` (ci/install-deps.sh runs it)",
+        path.display()
+    );
+    path
+}
+
+fn scenario(file: &str) -> kpct::scenario::Scenario {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios")
+        .join(file);
+    kpct::scenario::load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A real proxier with `binary` in `mode`, waiting at most `timeout` for a sync.
+fn real(mode: &str, binary: &Path, timeout: Duration) -> kpct::proxier::real::RealProxier {
+    let mut p = kpct::proxier::real::RealProxier::from_spec(&format!(
+        "kube-proxy:{mode}:{}",
+        binary.display()
+    ))
+    .unwrap();
+    p.timeout = timeout;
+    p
+}
+
+fn run(
+    s: &kpct::scenario::Scenario,
+    p: &kpct::proxier::real::RealProxier,
+) -> anyhow::Result<kpct::run::ScenarioRun> {
+    install_signal_cleanup();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(kpct::run::run_scenario(s, p, kpct::probe::probe_timeout()))
+}
+
+/// Nothing of this test process's runs is left: no namespace, no proxier process.
+fn nothing_left() {
+    let mine = kpct::topology::naming::owner_prefix(std::process::id());
+    let namespaces: Vec<String> = std::fs::read_dir("/run/netns")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&mine))
+        .collect();
+    assert!(namespaces.is_empty(), "left: {namespaces:?}");
+    let processes: Vec<u32> = descendants(std::process::id());
+    assert!(processes.is_empty(), "left running: {processes:?}");
+}
+
+/// A proxier that exits at start, one that never serves its metrics, and one that hangs on
+/// SIGTERM: each run ends in bounded time in an error that names the node and quotes the
+/// proxier's words, and leaves nothing behind.
+#[test]
+#[serial_test::serial(real_proxier_processes)]
+fn a_failing_real_proxier_is_a_clear_error_and_leaves_nothing() {
+    let dir = scratch_dir("failing-real");
+    let s = scenario("clusterip-cross-node.yaml");
+
+    let crashing = script(
+        &dir,
+        "crashing",
+        "#!/bin/sh\necho 'bad flag: boom' >&2\nexit 3\n",
+    );
+    let started = std::time::Instant::now();
+    let err = run(&s, &real("nftables", &crashing, Duration::from_secs(20))).unwrap_err();
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("kube-proxy on node-a exited (exit status: 3)")
+            && text.contains("bad flag: boom"),
+        "{text}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    nothing_left();
+
+    let silent = script(
+        &dir,
+        "silent",
+        "#!/bin/sh\necho 'waiting forever'\nexec sleep 3600\n",
+    );
+    let started = std::time::Instant::now();
+    let err = run(&s, &real("nftables", &silent, Duration::from_secs(3))).unwrap_err();
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("kube-proxy on node-a did not complete its first sync within 3 s")
+            && text.contains("never answered")
+            && text.contains("waiting forever"),
+        "{text}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    nothing_left();
+
+    // Takes SIGTERM and goes on (its kube-proxy keeps running), as a proxier stuck in its
+    // shutdown would: the restart step must end it.
+    let stubborn = script(
+        &dir,
+        "stubborn",
+        &format!(
+            "#!/bin/sh\ntrap 'echo ignoring TERM' TERM\n{} \"$@\" &\nwhile :; do wait $!; done\n",
+            kube_proxy_binary().display()
+        ),
+    );
+    let err = run(
+        &scenario("transition-proxier-restart.yaml"),
+        &real("nftables", &stubborn, Duration::from_secs(60)),
+    )
+    .unwrap_err();
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("did not exit within 10 s of SIGTERM; killed"),
+        "{text}"
+    );
+    nothing_left();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A real kube-proxy killed between two syncs fails the next step with its exit and its log.
+#[test]
+#[serial_test::serial(real_proxier_processes)]
+fn a_real_proxier_that_dies_mid_run_fails_the_step() {
+    let s = scenario("transition-scale-down-up.yaml");
+    let proxier = real("nftables", &kube_proxy_binary(), Duration::from_secs(60));
+    install_signal_cleanup();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let err = runtime.block_on(async {
+        let mut staged = kpct::run::stage(&s, &proxier).await.unwrap();
+        let victim = descendants(std::process::id())
+            .into_iter()
+            .find(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| c.contains("--config=") && c.contains("/node-b/"))
+            })
+            .expect("kube-proxy of node-b runs");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(victim as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        staged.advance(&s, 0).await.err()
+    });
+    let text = format!("{:#}", err.expect("the step fails"));
+    assert!(
+        text.contains("kube-proxy on node-b exited (signal: 9")
+            && text.contains("SyncProxyRules complete"),
+        "{text}"
+    );
+    nothing_left();
+}
+
+/// A kube-proxy configured with the wrong cluster CIDR takes pods for outsiders and
+/// masquerades their traffic to a ClusterIP: the scenario's `source: preserved` catches it,
+/// while the same binary configured from the scenario passes.
+#[test]
+#[serial_test::serial(real_proxier_processes)]
+fn a_real_proxier_with_the_wrong_cluster_cidr_fails_the_source_expectation() {
+    let s = scenario("clusterip-cross-node.yaml");
+    for mode in ["nftables", "iptables"] {
+        let intact = real(mode, &kube_proxy_binary(), Duration::from_secs(60));
+        let run_intact = run(&s, &intact).unwrap();
+        assert!(
+            run_intact.violations.is_empty(),
+            "{:#?}",
+            run_intact.violations
+        );
+        let mut broken = intact.clone();
+        broken.config_patch = Some(serde_json::json!({"clusterCIDR": "10.250.0.0/16"}));
+        let run_broken = run(&s, &broken).unwrap();
+        assert!(
+            run_broken
+                .violations
+                .iter()
+                .any(|v| v.contains("expected source preserved")),
+            "{mode}: {:#?}",
+            run_broken.violations
+        );
+    }
+    nothing_left();
 }

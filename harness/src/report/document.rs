@@ -376,6 +376,13 @@ fn node_state(out: &mut Vec<Block>, node: &NodeEvidence, targets: &[String]) {
             text(e.as_str()),
         ]));
     }
+    if let Some(said) = &node.proxier {
+        out.push(Block::Para(vec![strong(format!(
+            "What the proxier of {} said and asked:",
+            node.node
+        ))]));
+        out.push(Block::Pre(said.clone()));
+    }
 }
 
 /// `probe `p` shot 3: expected …` lines, grouped by what they say: `shots 1–41: expected …`.

@@ -90,6 +90,9 @@ pub fn junit(results: &Results) -> String {
                         node.nft,
                         node.ipvs.as_deref().unwrap_or_default()
                     );
+                    if let Some(said) = &node.proxier {
+                        let _ = write!(body, "\nproxier of {}:\n{said}\n", node.node);
+                    }
                 }
             }
             let _ = writeln!(

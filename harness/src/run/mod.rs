@@ -115,6 +115,7 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
         cluster: &staged.cluster,
         step: None,
         timeout: patience.timeout,
+        programmer: staged.programmer.as_ref(),
     }
     .run(
         &staged.topo,
@@ -160,6 +161,7 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
             cluster: &staged.cluster,
             step: Some(&name),
             timeout: patience.timeout,
+            programmer: staged.programmer.as_ref(),
         }
         .run(
             &staged.topo,
@@ -178,6 +180,10 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
             probes,
         });
     }
+    staged
+        .programmer
+        .finish()
+        .with_context(|| format!("{} against {}", scenario.name, proxier.label()))?;
     Ok(ScenarioRun {
         observation: ScenarioObservation {
             scenario: scenario.name.clone(),

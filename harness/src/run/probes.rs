@@ -6,7 +6,7 @@ use crate::evidence::Collector;
 use crate::flows::KeptFlows;
 use crate::observe::{self, ProbeObservation};
 use crate::probe;
-use crate::proxier::programmer::NodeProgrammer;
+use crate::proxier::programmer::{NodeProgrammer, RunProgrammer};
 use crate::scenario::{Probe, Scenario, TargetPort};
 use crate::topology::Topology;
 use anyhow::{Context, Result};
@@ -85,6 +85,8 @@ pub(super) struct ProbeGroup<'a> {
     pub(super) step: Option<&'a str>,
     /// How long a shot waits for its answer (or for its drop, with a verdict watch).
     pub(super) timeout: Duration,
+    /// What programs the nodes, for what a proxier says of a node in the evidence.
+    pub(super) programmer: &'a dyn RunProgrammer,
 }
 
 impl ProbeGroup<'_> {
@@ -152,6 +154,9 @@ impl ProbeGroup<'_> {
                 if !found.is_empty() {
                     let mut evidence = collector.collect(scenario, spec, &plan, expect, &found);
                     evidence.probe = obs.probe.clone();
+                    for node in &mut evidence.nodes {
+                        node.proxier = self.programmer.evidence(&node.node);
+                    }
                     judged.evidence.push(evidence);
                 }
                 judged.violations.extend(

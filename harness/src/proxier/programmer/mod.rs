@@ -106,6 +106,19 @@ pub trait RunProgrammer {
         self.program_node(cluster, ctx, node)
     }
 
+    /// What the proxier of `node` said and did, for the evidence of a failing probe there (a
+    /// real proxier's log tail, API requests and events); `None` for one that says nothing.
+    fn evidence(&self, node: &str) -> Option<String> {
+        let _ = node;
+        None
+    }
+
+    /// The run is over: whatever should have lived through it, did (a real proxier that exited
+    /// during the run is an error).
+    fn finish(&mut self) -> Result<()> {
+        Ok(())
+    }
+
     /// Whether the fresh twins this proxier programs need the node's devices and addresses
     /// (it reads them from the interfaces, not from the scenario).
     fn twins_need_addresses(&self) -> bool {

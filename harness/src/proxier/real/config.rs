@@ -226,9 +226,31 @@ impl KubeProxyConfiguration {
         }
     }
 
-    /// The file's text (JSON, which kube-proxy's YAML reader takes).
-    pub fn to_text(&self) -> anyhow::Result<String> {
-        Ok(serde_json::to_string_pretty(self)?)
+    /// The file's text (JSON, which kube-proxy's YAML reader takes), with `patch` merged over
+    /// it (RFC 7386: an object merges key by key, `null` removes, anything else replaces).
+    pub fn to_text(&self, patch: Option<&serde_json::Value>) -> anyhow::Result<String> {
+        let mut config = serde_json::to_value(self)?;
+        if let Some(patch) = patch {
+            merge(&mut config, patch);
+        }
+        Ok(serde_json::to_string_pretty(&config)?)
+    }
+}
+
+/// RFC 7386 JSON merge patch.
+fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    use serde_json::Value;
+    match (target, patch) {
+        (Value::Object(target), Value::Object(patch)) => {
+            for (key, value) in patch {
+                if value.is_null() {
+                    target.remove(key);
+                } else {
+                    merge(target.entry(key.clone()).or_insert(Value::Null), value);
+                }
+            }
+        }
+        (target, patch) => *target = patch.clone(),
     }
 }
 
@@ -258,4 +280,23 @@ pub fn unexpressible(mode: Mode, options: &ProxierOptions) -> Vec<String> {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge;
+    use serde_json::json;
+
+    #[test]
+    fn a_merge_patch_replaces_adds_and_removes() {
+        let mut config = json!({"mode": "nftables", "nftables": {"masqueradeBit": 14, "syncPeriod": "1h"}, "clusterCIDR": "10.244.0.0/16"});
+        merge(
+            &mut config,
+            &json!({"nftables": {"masqueradeBit": 13}, "clusterCIDR": null, "bindAddress": "0.0.0.0"}),
+        );
+        assert_eq!(
+            config,
+            json!({"mode": "nftables", "nftables": {"masqueradeBit": 13, "syncPeriod": "1h"}, "bindAddress": "0.0.0.0"})
+        );
+    }
 }

@@ -39,16 +39,34 @@ pub struct RealProxier {
     pub mode: Mode,
     pub binary: PathBuf,
     pub timeout: Duration,
+    /// A JSON merge patch (RFC 7386) over the configuration kpct writes
+    /// (`--config-patch=FILE`): a setting kpct does not derive from the scenario, or a
+    /// deliberately wrong one.
+    pub config_patch: Option<serde_json::Value>,
 }
 
 impl RealProxier {
-    /// Parses `kube-proxy:MODE[:PATH|:VERSION]`.
+    /// Parses `kube-proxy:MODE[:PATH|:VERSION] [--config-patch=FILE]`.
     pub fn from_spec(spec: &str) -> Result<RealProxier> {
-        let usage = "expected `kube-proxy:MODE[:PATH|:VERSION]`, MODE one of iptables, ipvs, \
-                     nftables (e.g. kube-proxy:nftables:v1.37.2)";
-        let rest = spec
-            .strip_prefix("kube-proxy:")
+        let usage = "expected `kube-proxy:MODE[:PATH|:VERSION] [--config-patch=FILE]`, MODE one \
+                     of iptables, ipvs, nftables (e.g. kube-proxy:nftables:v1.37.2)";
+        let mut words = spec.split_whitespace();
+        let rest = words
+            .next()
+            .and_then(|w| w.strip_prefix("kube-proxy:"))
             .with_context(|| format!("proxier `{spec}`: {usage}"))?;
+        let mut config_patch = None;
+        for word in words {
+            let file = word
+                .strip_prefix("--config-patch=")
+                .with_context(|| format!("proxier `{spec}`: unknown argument `{word}`; {usage}"))?;
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("proxier `{spec}`: reading {file}"))?;
+            config_patch = Some(
+                serde_json::from_str(&text)
+                    .with_context(|| format!("proxier `{spec}`: {file} is not JSON"))?,
+            );
+        }
         let (mode, binary) = rest.split_once(':').unwrap_or((rest, ""));
         let mode = Mode::parse(mode)
             .with_context(|| format!("proxier `{spec}`: unknown mode `{mode}`; {usage}"))?;
@@ -58,6 +76,7 @@ impl RealProxier {
             mode,
             binary,
             timeout: timeout_from_env()?,
+            config_patch,
         })
     }
 

@@ -149,7 +149,10 @@ impl<'a> RealRun<'a> {
             &self.state.proxier,
         );
         let config_file = dir.join("config.json");
-        write(&config_file, &config.to_text()?)?;
+        write(
+            &config_file,
+            &config.to_text(self.proxier.config_patch.as_ref())?,
+        )?;
         ProxierProcess::start(
             &node.netns,
             &format!("kube-proxy on {client}"),
@@ -313,6 +316,65 @@ impl RunProgrammer for RealRun<'_> {
         true
     }
 
+    /// The last lines of its log, every request it made of the API server (and the answer's
+    /// status), and every event it reported.
+    fn evidence(&self, node: &str) -> Option<String> {
+        let process = self.nodes.get(node)?;
+        let mut out = format!(
+            "{} ({}), its log ends:\n{}\n\nits requests:\n",
+            process.label(),
+            match process.exit_status() {
+                Some(status) => format!("exited: {status}"),
+                None => "running".to_string(),
+            },
+            process.log_tail(EVIDENCE_LOG_LINES)
+        );
+        for r in self.server.requests().iter().filter(|r| r.client == node) {
+            out.push_str(&format!("  {} {} -> {}\n", r.method, r.path, r.status));
+        }
+        let events: Vec<String> = self
+            .server
+            .events()
+            .iter()
+            .filter(|e| e.client == node)
+            .map(|e| {
+                let field = |f: &str| {
+                    e.body
+                        .pointer(f)
+                        .and_then(|v| v.as_str())
+                        .unwrap_or("")
+                        .to_string()
+                };
+                format!(
+                    "  {} {} {}: {}\n",
+                    e.method,
+                    field("/type"),
+                    field("/reason"),
+                    field("/note")
+                )
+            })
+            .collect();
+        if !events.is_empty() {
+            out.push_str("its events:\n");
+            out.extend(events);
+        }
+        Some(out)
+    }
+
+    /// Every node's proxier is still running: one that exited during the run failed it.
+    fn finish(&mut self) -> Result<()> {
+        for process in self.nodes.values() {
+            if let Some(status) = process.exit_status() {
+                anyhow::bail!(
+                    "{} exited ({status}) during the run; its log ends:\n{}",
+                    process.label(),
+                    process.log_tail(EVIDENCE_LOG_LINES)
+                );
+            }
+        }
+        Ok(())
+    }
+
     fn twins_need_addresses(&self) -> bool {
         true
     }
@@ -374,6 +436,9 @@ impl RealRun<'_> {
         }))
     }
 }
+
+/// How many lines of a proxier's log the evidence of a failure shows.
+const EVIDENCE_LOG_LINES: usize = 40;
 
 /// How many times a proxier is started before kpct gives up on its settling.
 const SETTLE_TRIES: usize = 5;
