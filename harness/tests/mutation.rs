@@ -421,11 +421,37 @@ fn affinity_timeout_ignored(c: &mut kpct::cluster::ClusterState) {
     }
 }
 
-/// Affinity that outlives its `timeoutSeconds` keeps the client on web-far after the wait; a
-/// proxier without affinity spreads the client over both endpoints where it must stay on
-/// web-far.
+/// Affinity that outlives its `timeoutSeconds` keeps the client on web-far after the wait (not
+/// in IPVS mode, whose half-open probe connections keep the template past the timeout anyway:
+/// the scenario's expectFor); a proxier without affinity spreads the client over both
+/// endpoints where it must stay on web-far.
 async fn affinity_timeout_mutations_are_caught(proxier: &'static str) {
     let file = "transition-session-affinity-timeout.yaml";
+    if proxier != "kube-proxy-ipvs" {
+        affinity_outliving_its_timeout_is_caught(proxier, file).await;
+    }
+    let without = StateEdited {
+        inner: proxier,
+        edit: |c| {
+            for sp in &mut c.service_ports {
+                sp.session_affinity_timeout_seconds = None;
+            }
+        },
+    };
+    let found = library_run(file, &without).await.violations;
+    for probe in [
+        "near-replica-after-timeout/node-port-after-timeout",
+        "near-replica-after-timeout/node-port-within-timeout",
+    ] {
+        assert!(
+            says(&found, probe, "expected delivery to one of"),
+            "{probe}: {found:#?}"
+        );
+    }
+}
+
+/// The 10800 s mutant of [`affinity_timeout_mutations_are_caught`].
+async fn affinity_outliving_its_timeout_is_caught(proxier: &'static str, file: &str) {
     let ignored = StateEdited {
         inner: proxier,
         edit: affinity_timeout_ignored,
@@ -447,24 +473,6 @@ async fn affinity_timeout_mutations_are_caught(proxier: &'static str) {
         ),
         "the long timeout holds either way: {found:#?}"
     );
-    let without = StateEdited {
-        inner: proxier,
-        edit: |c| {
-            for sp in &mut c.service_ports {
-                sp.session_affinity_timeout_seconds = None;
-            }
-        },
-    };
-    let found = library_run(file, &without).await.violations;
-    for probe in [
-        "near-replica-after-timeout/node-port-after-timeout",
-        "near-replica-after-timeout/node-port-within-timeout",
-    ] {
-        assert!(
-            says(&found, probe, "expected delivery to one of"),
-            "{probe}: {found:#?}"
-        );
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -475,6 +483,12 @@ async fn affinity_outliving_its_timeout_is_caught_in_iptables_mode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn affinity_outliving_its_timeout_is_caught_in_nftables_mode() {
     affinity_timeout_mutations_are_caught("kube-proxy-nftables").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_affinity_lost_is_caught() {
+    require_ipvs();
+    affinity_timeout_mutations_are_caught("kube-proxy-ipvs").await;
 }
 
 /// The step really lets time pass: without its wait, the 5 s affinity to web-far still holds
@@ -511,6 +525,18 @@ async fn the_affinity_timeout_scenario_needs_its_wait() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_the_endpoints_of_created_pods_is_caught() {
     for proxier in ["kube-proxy-iptables", "kube-proxy-nftables"] {
+        missing_the_endpoints_of_created_pods_is_caught_in(proxier).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_missing_the_endpoints_of_created_pods_is_caught() {
+    require_ipvs();
+    missing_the_endpoints_of_created_pods_is_caught_in("kube-proxy-ipvs").await;
+}
+
+async fn missing_the_endpoints_of_created_pods_is_caught_in(proxier: &'static str) {
+    {
         let stale = StateEdited {
             inner: proxier,
             edit: |c| {
@@ -915,6 +941,22 @@ async fn clearing_established_tcp_connections_on_a_port_change_is_caught() {
         )
         .await;
     }
+}
+
+/// IPVS mode loses a connection whose virtual server went with a port change; one that keeps
+/// the old virtual server (no `cleanLegacyService`) keeps it going, and the scenario's
+/// expectation for IPVS says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_keeping_the_old_virtual_server_of_a_port_change_is_caught() {
+    require_ipvs();
+    mutation_is_caught(
+        "transition-port-change.yaml",
+        "kube-proxy-ipvs",
+        keep_stale_virtual_servers,
+        &["change-ports/session-on-old-target-port"],
+        "expected outcome dropped",
+    )
+    .await;
 }
 
 /// nftables mode rejects ports and protocols a live ClusterIP does not serve; without the
