@@ -26,9 +26,10 @@ pub(super) async fn convergence_check(
         )
         .with_context(|| format!("reading back node {}", node.name))
     };
-    let (mut out, mut programming) = (Vec::new(), Duration::ZERO);
+    // Every twin first, then all programmed at once (a real proxier starts on each in
+    // parallel), then each compared with its node.
+    let mut twins = Vec::new();
     for spec in &state.topology.nodes {
-        let node = topo.node(&spec.name)?;
         let ctx = scenario::node_context(state, &spec.name)
             .with_context(|| format!("node {} is not in the scenario", spec.name))?;
         let twin = if programmer.twins_need_addresses() {
@@ -37,11 +38,18 @@ pub(super) async fn convergence_check(
         } else {
             topo.fresh_twin(spec)?
         };
-        let started = std::time::Instant::now();
-        programmer
-            .program_fresh(step, cluster, &ctx, &twin)
-            .with_context(|| format!("programming a fresh node {} to compare with", spec.name))?;
-        programming += started.elapsed();
+        twins.push((ctx, twin));
+    }
+    let started = std::time::Instant::now();
+    let fresh: Vec<(&crate::cluster::NodeContext, &NodeNs)> =
+        twins.iter().map(|(ctx, twin)| (ctx, twin)).collect();
+    programmer
+        .program_fresh_all(step, cluster, &fresh)
+        .context("programming fresh nodes to compare with")?;
+    let programming = started.elapsed();
+    let mut out = Vec::new();
+    for (spec, (_, twin)) in state.topology.nodes.iter().zip(&twins) {
+        let node = topo.node(&spec.name)?;
         let state = read(node)?;
         // A flushed chain may wait for one sync; still there at the next check, it is stale.
         let flushed = crate::convergence::flushed_chains(&state);
@@ -52,7 +60,7 @@ pub(super) async fn convergence_check(
                 .into_iter()
                 .filter(|c| !waited.as_ref().is_some_and(|w| w.contains(c))),
         );
-        let differences = crate::convergence::differences(&state, &read(&twin)?, &allowed);
+        let differences = crate::convergence::differences(&state, &read(twin)?, &allowed);
         out.extend(
             differences
                 .into_iter()

@@ -19,7 +19,7 @@ use crate::cluster::{ClusterState, NodeContext};
 use crate::programming::{Applier, ApplyOptions};
 use crate::scenario::Scenario;
 use crate::topology::NodeNs;
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 /// Whatever the runner can point at a node. Shared by the workers of a parallel run
 /// ([`crate::parallel`]), so `Send + Sync`; what one run needs it keeps in the
@@ -104,6 +104,22 @@ pub trait RunProgrammer {
     ) -> Result<NodeSummary> {
         let _ = step;
         self.program_node(cluster, ctx, node)
+    }
+
+    /// [`RunProgrammer::program_fresh`] of every one of `twins` (fresh nodes standing for the
+    /// nodes named in their contexts). By default one after the other; a proxier whose first
+    /// sync takes long programs them at once.
+    fn program_fresh_all(
+        &mut self,
+        step: &str,
+        cluster: &ClusterState,
+        twins: &[(&NodeContext, &NodeNs)],
+    ) -> Result<()> {
+        for (ctx, twin) in twins {
+            self.program_fresh(step, cluster, ctx, twin)
+                .with_context(|| format!("programming a fresh node {}", twin.name))?;
+        }
+        Ok(())
     }
 
     /// What the proxier of `node` said and did, for the evidence of a failing probe there (a

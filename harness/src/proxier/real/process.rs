@@ -232,6 +232,14 @@ impl ProxierProcess {
         shared.exit
     }
 
+    /// Whether what it printed (as far as it is kept) holds `text`.
+    pub fn printed_text(&self, text: &str) -> bool {
+        let shared = self.shared();
+        let (a, b) = shared.output.as_slices();
+        let joined = [a, b].concat();
+        String::from_utf8_lossy(&joined).contains(text)
+    }
+
     /// How many bytes it has printed so far.
     pub fn printed(&self) -> usize {
         let shared = self.shared();

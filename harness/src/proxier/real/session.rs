@@ -304,12 +304,25 @@ impl RunProgrammer for RealRun<'_> {
         _ctx: &NodeContext,
         node: &NodeNs,
     ) -> Result<NodeSummary> {
-        let client = format!("{} (fresh)", node.name);
-        let address = self.listen(node, &client)?;
-        let started = self.start_synced(node, &client, address);
-        self.server.stop_listening(&client);
-        started?.stop(STOP_GRACE)?;
+        self.sync_twin(node)?;
         read_back(node)
+    }
+
+    /// Every twin at once: a first sync takes long (minutes for IPVS mode under emulation).
+    fn program_fresh_all(
+        &mut self,
+        _step: &str,
+        _cluster: &ClusterState,
+        twins: &[(&NodeContext, &NodeNs)],
+    ) -> Result<()> {
+        let this = &*self;
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = twins
+                .iter()
+                .map(|(_, twin)| scope.spawn(move || this.sync_twin(twin)))
+                .collect();
+            handles.into_iter().map(joined).collect()
+        })
     }
 
     fn serves_health_checks(&self) -> bool {
@@ -381,6 +394,17 @@ impl RunProgrammer for RealRun<'_> {
 }
 
 impl RealRun<'_> {
+    /// A proxier started on the fresh twin `node` until it has synced, then stopped (its rules
+    /// stay, as a stopped kube-proxy leaves them).
+    fn sync_twin(&self, node: &NodeNs) -> Result<()> {
+        let client = format!("{} (fresh)", node.name);
+        let address = self.listen(node, &client)?;
+        let started = self.start_synced(node, &client, address);
+        self.server.stop_listening(&client);
+        started?.stop(STOP_GRACE)?;
+        Ok(())
+    }
+
     fn process_of(&self, node: &str) -> Result<&ProxierProcess> {
         self.nodes
             .get(node)

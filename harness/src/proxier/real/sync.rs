@@ -98,7 +98,10 @@ impl SyncWatch<'_> {
         )
     }
 
-    /// Waits for the first successful sync of every family in `families` (`IPv4`, `IPv6`).
+    /// Waits for the first successful sync of every family in `families` (`IPv4`, `IPv6`), and
+    /// of every other family the proxier runs a proxier for: one whose metrics show up, or
+    /// both when it logged that it runs dual-stack (v1.34 does on a node whose IPv6 is
+    /// disabled: it checks only /proc/net/if_inet6, cmd/kube-proxy/app/server_linux.go).
     pub fn first_sync(&self, families: &[&str]) -> Result<Metrics> {
         let what = "its first sync";
         let started = Instant::now();
@@ -109,13 +112,21 @@ impl SyncWatch<'_> {
             if let Some(s) = self.sample(what)? {
                 let changed = last.as_ref().is_none_or(|l| l.metrics != s.metrics);
                 interval = next_interval(interval, changed);
-                let synced = |f: &&str| {
+                let synced = |f: &str| {
                     s.metrics
                         .families
-                        .get(*f)
+                        .get(f)
                         .is_some_and(|m| m.last_synced > 0.0)
                 };
-                if families.iter().all(synced) {
+                let dual_stack = self
+                    .process
+                    .printed_text("kube-proxy running in dual-stack mode");
+                let all = families
+                    .iter()
+                    .copied()
+                    .chain(s.metrics.families.keys().map(String::as_str))
+                    .chain(dual_stack.then_some(["IPv4", "IPv6"]).into_iter().flatten());
+                if all.into_iter().all(synced) {
                     return Ok(s.metrics);
                 }
                 last = Some(s);
