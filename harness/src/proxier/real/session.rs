@@ -321,7 +321,7 @@ impl RunProgrammer for RealRun<'_> {
                 .iter()
                 .map(|(_, twin)| scope.spawn(move || this.sync_twin(twin)))
                 .collect();
-            handles.into_iter().map(joined).collect()
+            handles.into_iter().try_for_each(joined)
         })
     }
 
