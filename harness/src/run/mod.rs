@@ -11,7 +11,9 @@ mod probes;
 mod stage;
 
 pub use crate::proxier::programmer::{NodeProgrammer, NodeSummary, RunProgrammer};
-pub use document::{node_addresses, ScenarioObservation, StepObservation};
+pub use document::{
+    behaviour_differences, behaviour_lines, node_addresses, ScenarioObservation, StepObservation,
+};
 pub use probes::shots_to_reach_all;
 pub use stage::{stage, stage_with_prefix, Advanced, Staged};
 

@@ -50,12 +50,17 @@ pub async fn stage_with_prefix<'p, P: NodeProgrammer + ?Sized>(
         .with_context(|| format!("building the topology of {}", scenario.name))?;
     let cluster = scenario::cluster_state(scenario);
     let mut programmer = proxier.begin(scenario)?;
-    let mut nodes = Vec::new();
-    for node in topo.nodes() {
-        let ctx = scenario::node_context(scenario, &node.name)
-            .with_context(|| format!("node {} is not in the scenario", node.name))?;
-        nodes.push(programmer.program_node(&cluster, &ctx, node)?);
-    }
+    let contexts = topo
+        .nodes()
+        .iter()
+        .map(|node| {
+            scenario::node_context(scenario, &node.name)
+                .with_context(|| format!("node {} is not in the scenario", node.name))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let first: Vec<(&crate::cluster::NodeContext, &crate::topology::NodeNs)> =
+        contexts.iter().zip(topo.nodes()).collect();
+    let nodes = programmer.program_nodes(&cluster, &first)?;
     let mut backends = Backends::start(&topo, &scenario.topology.pods)?;
     let health_checks = if programmer.serves_health_checks() {
         BTreeSet::new()

@@ -66,6 +66,19 @@ pub trait RunProgrammer {
         node: &NodeNs,
     ) -> Result<NodeSummary>;
 
+    /// [`RunProgrammer::program_node`] of every one of `nodes`, in their order. By default one
+    /// after the other; a proxier whose first sync takes long programs them at once.
+    fn program_nodes(
+        &mut self,
+        cluster: &ClusterState,
+        nodes: &[(&NodeContext, &NodeNs)],
+    ) -> Result<Vec<NodeSummary>> {
+        nodes
+            .iter()
+            .map(|(ctx, node)| self.program_node(cluster, ctx, node))
+            .collect()
+    }
+
     /// The cluster is now `state`, after step `step`; called once per step, before any of
     /// `nodes` re-syncs. With `restart`, the proxier restarts before it syncs and remembers
     /// nothing.

@@ -216,6 +216,37 @@ impl RunProgrammer for RealRun<'_> {
         read_back(node)
     }
 
+    /// Every node's proxier started at once, then each waited for.
+    fn program_nodes(
+        &mut self,
+        _cluster: &ClusterState,
+        nodes: &[(&NodeContext, &NodeNs)],
+    ) -> Result<Vec<NodeSummary>> {
+        let mut addresses = Vec::new();
+        for (_, node) in nodes {
+            let address = self.listen(node, &node.name)?;
+            self.addresses.insert(node.name.clone(), address);
+            addresses.push(address);
+        }
+        let this = &*self;
+        let started: Vec<Result<ProxierProcess>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = nodes
+                .iter()
+                .zip(addresses)
+                .map(|((_, node), address)| {
+                    scope.spawn(move || this.start_synced(node, &node.name, address))
+                })
+                .collect();
+            handles.into_iter().map(joined).collect()
+        });
+        let mut summaries = Vec::new();
+        for ((_, node), process) in nodes.iter().zip(started) {
+            self.nodes.insert(node.name.clone(), process?);
+            summaries.push(read_back(node)?);
+        }
+        Ok(summaries)
+    }
+
     /// Publishes the step's state and waits until every node's proxier has synced it, all
     /// nodes at once: a node waited for later would be sampled too late to tell its syncs
     /// apart. A restart stops every proxier first and starts new ones after.
