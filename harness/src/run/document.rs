@@ -85,3 +85,142 @@ pub fn node_addresses(topo: &Topology) -> Vec<NodeAddress> {
     }
     out
 }
+
+/// What an observation document says in terms any two proxiers of the same behaviour share,
+/// one line each, sorted: per probe the distinct outcomes (whether recorded shot by shot or as
+/// a set, how many shots were fired aside) and the set of backends reached; per step whether
+/// it converged and how not. Two proxiers that behave alike give the same lines: this is how a
+/// real kube-proxy is compared with the built-in of its mode.
+pub fn behaviour_lines(document: &str) -> Result<Vec<String>> {
+    use serde_yaml_ng::Value;
+    // A golden snapshot starts with insta's own header, a document of its own.
+    let body = match document.strip_prefix("---\n") {
+        Some(rest) => rest.split_once("\n---\n").map_or(rest, |(_, body)| body),
+        None => document,
+    };
+    let doc: Value = serde_yaml_ng::from_str(body).context("reading an observation document")?;
+    let mut lines = std::collections::BTreeSet::new();
+    probe_lines(doc.get("probes"), &mut lines);
+    for step in doc["steps"].as_sequence().into_iter().flatten() {
+        let name = yaml_text(&step["step"]);
+        lines.insert(format!(
+            "step {name} converged: {}",
+            yaml_text(&step["converged"])
+        ));
+        for difference in step["not_converged"].as_sequence().into_iter().flatten() {
+            lines.insert(format!(
+                "step {name} not converged: {}",
+                yaml_text(difference)
+            ));
+        }
+        probe_lines(step.get("probes"), &mut lines);
+    }
+    Ok(lines.into_iter().collect())
+}
+
+/// A scalar as written; anything else as YAML on one line.
+fn yaml_text(v: &serde_yaml_ng::Value) -> String {
+    use serde_yaml_ng::Value;
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => serde_yaml_ng::to_string(other)
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+    }
+}
+
+/// The behaviour lines of a list of probe observations.
+fn probe_lines(
+    list: Option<&serde_yaml_ng::Value>,
+    lines: &mut std::collections::BTreeSet<String>,
+) {
+    use serde_yaml_ng::Value;
+    for probe in list.and_then(Value::as_sequence).into_iter().flatten() {
+        let name = yaml_text(&probe["probe"]);
+        let shots = probe["shots"]
+            .as_sequence()
+            .or_else(|| probe["outcomes"].as_sequence())
+            .into_iter()
+            .flatten();
+        for shot in shots {
+            let mut fields: Vec<String> = shot
+                .as_mapping()
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| {
+                    let (k, mut v) = (yaml_text(k), yaml_text(v));
+                    if k == "backend_saw" {
+                        v = any_source_port(&v);
+                    }
+                    format!("{k}={v}")
+                })
+                .collect();
+            fields.sort();
+            lines.insert(format!("probe {name}: {}", fields.join(", ")));
+        }
+        let mut backends: Vec<String> = probe["backends"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .map(yaml_text)
+            .collect();
+        backends.sort();
+        backends.dedup();
+        lines.insert(format!("probe {name} reached: [{}]", backends.join(", ")));
+    }
+}
+
+/// `SOURCE:PORT -> DEST` with the source port written `*`: a sequence records each shot's own
+/// port, a set of outcomes none.
+fn any_source_port(flow: &str) -> String {
+    let Some((source, rest)) = flow.split_once(" -> ") else {
+        return flow.to_string();
+    };
+    match source.rsplit_once(':') {
+        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => {
+            format!("{host}:* -> {rest}")
+        }
+        _ => flow.to_string(),
+    }
+}
+
+/// How two observation documents differ in behaviour ([`behaviour_lines`]): the lines only
+/// `a` has (`- …`), then those only `b` has (`+ …`).
+pub fn behaviour_differences(a: &str, b: &str) -> Result<Vec<String>> {
+    let (a, b) = (behaviour_lines(a)?, behaviour_lines(b)?);
+    let only = |x: &[String], y: &[String], sign: char| -> Vec<String> {
+        x.iter()
+            .filter(|l| !y.contains(l))
+            .map(|l| format!("{sign} {l}"))
+            .collect()
+    };
+    let mut out = only(&a, &b, '-');
+    out.extend(only(&b, &a, '+'));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEQUENCE: &str = "---\nsource: x\n---\nscenario: s\nproxier: kube-proxy-ipvs\nnodes: []\nprobes:\n- probe: p\n  from: pod c\n  to: tcp 10.96.0.10:80\n  shots:\n  - verdict: delivered\n    backend: b2\n    backend_saw: 10.244.1.10:20000 -> 10.244.2.11:8080\n  - verdict: delivered\n    backend: b1\n    backend_saw: 10.244.1.10:20001 -> 10.244.2.10:8080\n  backends:\n  - b2\n  - b1\n";
+    const SET: &str = "scenario: s\nproxier: kube-proxy:ipvs:v1.37.2\nnodes: []\nprobes:\n- probe: p\n  from: pod c\n  to: tcp 10.96.0.10:80\n  outcomes:\n  - verdict: delivered\n    backend: b1\n    backend_saw: 10.244.1.10:* -> 10.244.2.10:8080\n  - verdict: delivered\n    backend: b2\n    backend_saw: 10.244.1.10:* -> 10.244.2.11:8080\n  shots_fired: 41\n  backends:\n  - b1\n  - b2\n";
+
+    #[test]
+    fn a_sequence_and_a_set_of_the_same_outcomes_behave_alike() {
+        assert_eq!(
+            behaviour_differences(SEQUENCE, SET).unwrap(),
+            Vec::<String>::new()
+        );
+        let other = SET.replace("backend: b2", "backend: b3");
+        assert_eq!(
+            behaviour_differences(SEQUENCE, &other).unwrap(),
+            [
+                "- probe p: backend=b2, backend_saw=10.244.1.10:* -> 10.244.2.11:8080, verdict=delivered",
+                "+ probe p: backend=b3, backend_saw=10.244.1.10:* -> 10.244.2.11:8080, verdict=delivered",
+            ]
+        );
+    }
+}
