@@ -2,8 +2,11 @@
 //! accepted on them (a node that goes away takes its proxier's connections with it).
 
 use super::http::{self, ClientCtx};
-use axum::serve::ListenerExt;
-use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -57,18 +60,36 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
-/// Serves `listener` until the client is stopped. Then the listener closes, and dropping
-/// axum's accept loop shuts its connections down (idle and half-sent requests at once; a
-/// watch ends on the same stop signal).
+/// Serves `listener` until the client is stopped. Then the listener closes and every
+/// connection accepted on it is dropped at once, idle, half-sent or in the middle of a watch:
+/// a graceful shutdown (axum's `serve`) would let a half-sent request hold its connection open
+/// until it completes, and a node that goes away answers nothing more.
 pub(crate) async fn serve(listener: TcpListener, ctx: Arc<ClientCtx>) {
     let stop = ctx.stop.clone();
-    let router = Router::new().fallback(http::handle).with_state(ctx);
-    // Events go out as written, not after Nagle's delay.
-    let listener = listener.tap_io(|io| {
-        let _ = io.set_nodelay(true);
-    });
-    tokio::select! {
-        _ = axum::serve(listener, router) => {}
-        () = stopped(stop) => {}
+    // Dropped with this future: aborts every connection's task, which closes its socket.
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((io, _)) = accepted else { continue };
+                // Events go out as written, not after Nagle's delay.
+                let _ = io.set_nodelay(true);
+                let ctx = Arc::clone(&ctx);
+                let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+                    let ctx = Arc::clone(&ctx);
+                    async move {
+                        Ok::<_, Infallible>(http::handle(State(ctx), req.map(Body::new)).await)
+                    }
+                });
+                connections.spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(io), service)
+                        .await;
+                });
+            }
+            // Reap finished connections so a long run does not accumulate them.
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            () = stopped(stop.clone()) => return,
+        }
     }
 }
