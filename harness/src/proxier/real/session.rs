@@ -290,6 +290,15 @@ impl RunProgrammer for RealRun<'_> {
             let process = self.process_of(&node.name)?;
             baselines.push(self.watch(node, process).before_publication()?);
         }
+        if self.proxier.mode == super::Mode::Nftables {
+            let mut last_synced = 0.0f64;
+            for (node, baseline) in nodes.iter().zip(&baselines) {
+                if holds_flushed_chains(node)? {
+                    last_synced = last_synced.max(baseline.last_synced());
+                }
+            }
+            wait_out_stale_chain_delay(last_synced);
+        }
         self.state = state.clone();
         let (published_at, publications) = self.server.update(state)?;
         let this = &*self;
@@ -499,6 +508,39 @@ const EVIDENCE_LOG_LINES: usize = 40;
 const SETTLE_TRIES: usize = 5;
 
 /// What a scoped thread returned, or its panic as an error.
+/// Whether nftables mode left service chains flushed on `node`, to delete at a later sync.
+fn holds_flushed_chains(node: &NodeNs) -> Result<bool> {
+    let state = crate::programming::effective_state(
+        &node.netns,
+        &crate::programming::ReadOptions::default(),
+    )
+    .with_context(|| format!("reading back node {}", node.name))?;
+    Ok(!crate::convergence::flushed_chains(&state).is_empty())
+}
+
+/// nftables mode deletes a chain it flushed only in a sync that starts more than a second
+/// after the sync that last flushed it, and every sync flushes again the stale chains it
+/// lists, renewing their time (`staleChains`, pkg/proxy/nftables/proxier.go): syncs less than
+/// a second apart, as a scenario's steps make them, keep flushed chains for good. So before
+/// a step, a node holding some is given that second since its last sync returned (which
+/// ended after the stamping sync started): the step's sync then deletes them, and what the
+/// convergence check sees flushed after it is what that sync flushed, as a kube-proxy on a
+/// cluster whose changes come less often leaves it. A wait on the proxier's own clock, not a
+/// guess: nothing signals that a second has passed.
+fn wait_out_stale_chain_delay(last_synced: f64) {
+    if last_synced <= 0.0 {
+        return;
+    }
+    let due = last_synced + 1.0 + STALE_CHAIN_MARGIN;
+    let left = due - super::sync::now();
+    if left > 0.0 {
+        std::thread::sleep(Duration::from_secs_f64(left));
+    }
+}
+
+/// Beyond the second: the metrics' timestamps and this clock are read at different moments.
+const STALE_CHAIN_MARGIN: f64 = 0.05;
+
 fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
     handle
         .join()

@@ -255,6 +255,18 @@ fn quiet_enough(samples: &[Sample]) -> Duration {
 #[derive(Debug, Clone)]
 pub struct Baseline(Sample);
 
+impl Baseline {
+    /// When the last sync of any family returned (seconds since the epoch; 0 before any).
+    pub fn last_synced(&self) -> f64 {
+        self.0
+            .metrics
+            .families
+            .values()
+            .map(|f| f.last_synced)
+            .fold(0.0, f64::max)
+    }
+}
+
 /// Whether, over `samples` (oldest first, the first taken before the publication, the newest
 /// after every event of it was taken in), each family has either queued nothing since
 /// `published` or completed a sync started after its last queued change.
