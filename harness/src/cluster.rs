@@ -38,6 +38,11 @@ pub struct ClusterState {
     /// of its own); absent from a single-stack cluster's document.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipv6: Option<Box<ClusterState>>,
+    /// The state of a proxier of a family the cluster has no ranges of ([`ClusterState::idle`]):
+    /// no Services, no ServiceCIDR, no cluster CIDR (`cluster_cidr` and `service_cidr` are the
+    /// family's zero prefix, and mean nothing). Absent (false) from every document.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idle: bool,
 }
 
 impl ClusterState {
@@ -49,6 +54,29 @@ impl ClusterState {
     /// The state of `family`'s proxier, if the cluster has that family.
     pub fn of(&self, family: crate::scenario::IpFamily) -> Option<&ClusterState> {
         self.families().find(|c| c.ip_family == family)
+    }
+
+    /// The state of the idle `family` proxier kube-proxy runs beside the one of an IPv6-only
+    /// cluster (`self`): it runs dual-stack wherever the node supports both families, whatever
+    /// the cluster (`platformCheckSupported` and `createProxier`,
+    /// cmd/kube-proxy/app/server_linux.go), and IPv4 is always there. That proxier knows no
+    /// Service, no ServiceCIDR (the cluster has none of its family) and no cluster CIDR (kpct
+    /// configures the cluster's: its local detector is the no-op one).
+    pub fn idle(&self, family: crate::scenario::IpFamily) -> ClusterState {
+        let zero = IpCidr::new(family.unspecified(), 0).expect("a zero prefix");
+        ClusterState {
+            ip_family: family,
+            cluster_cidr: zero,
+            service_cidr: zero,
+            nodes: Vec::new(),
+            service_ports: Vec::new(),
+            options: ProxierOptions {
+                cluster_cidr: false,
+                ..self.options.clone()
+            },
+            ipv6: None,
+            idle: true,
+        }
     }
 
     /// Every healthCheckNodePort of either family: the ports kube-proxy's health server

@@ -156,6 +156,7 @@ fn family_view(objects: &ClusterObjects, flags: &Flags<'_>, family: IpFamily) ->
         service_ports,
         options: flags.options.clone(),
         ipv6: None,
+        idle: false,
     }
 }
 

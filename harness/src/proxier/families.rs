@@ -10,14 +10,21 @@ use crate::scenario::IpFamily;
 use anyhow::{bail, Context, Result};
 
 /// The first sync of a node: the IPv4 proxier's programming, with the IPv6 proxier's added
-/// where the cluster has IPv6 (`cluster.ipv6`); an IPv6-only cluster's one IPv6 proxier's.
+/// where the cluster has IPv6 (`cluster.ipv6`). An IPv6-only cluster's node runs an idle IPv4
+/// proxier beside its IPv6 one ([`ClusterState::idle`]): kube-proxy runs dual-stack wherever
+/// the node supports both families, and IPv4 is always there.
 pub fn program_node<P: Proxier + ?Sized>(
     proxier: &P,
     cluster: &ClusterState,
     node: &NodeContext,
 ) -> Result<Programming> {
     if cluster.ip_family == IpFamily::Ipv6 {
-        return ipv6_alone(proxier.program(cluster, node)?);
+        let (idle, idle_node) = idle_ipv4(cluster, node);
+        let mut programming = proxier
+            .program(&idle, &idle_node)
+            .context("the idle IPv4 proxier")?;
+        add_family(&mut programming, proxier.program(cluster, node)?)?;
+        return Ok(programming);
     }
     let mut programming = proxier.program(cluster, node)?;
     if let Some((cluster6, node6)) = ipv6_of(cluster, node)? {
@@ -37,11 +44,21 @@ pub fn resync_node<P: Proxier + ?Sized>(
     node: &NodeContext,
 ) -> Result<Programming> {
     if cluster.ip_family == IpFamily::Ipv6 {
+        let (idle, idle_node) = idle_ipv4(cluster, node);
+        // The idle proxier's previous state is the same idle state, unless it restarted.
+        let resync4 = Resync {
+            previous: resync.previous.map(|_| &idle),
+            ..*resync
+        };
+        let mut programming = proxier
+            .resync(&resync4, &idle, &idle_node)
+            .context("the idle IPv4 proxier")?;
         let resync6 = Resync {
             existing_chains: resync.existing_ip6_chains,
             ..*resync
         };
-        return ipv6_alone(proxier.resync(&resync6, cluster, node)?);
+        add_family(&mut programming, proxier.resync(&resync6, cluster, node)?)?;
+        return Ok(programming);
     }
     let mut programming = proxier.resync(resync, cluster, node)?;
     if let Some((cluster6, node6)) = ipv6_of(cluster, node)? {
@@ -58,12 +75,20 @@ pub fn resync_node<P: Proxier + ?Sized>(
     Ok(programming)
 }
 
-/// The node's programming when its only proxier is the IPv6 one (an IPv6-only cluster): that
-/// proxier's `iptables` are the node's `ip6tables`, as on a dual-stack node.
-fn ipv6_alone(v6: Programming) -> Result<Programming> {
-    let mut programming = Programming::default();
-    add_family(&mut programming, v6)?;
-    Ok(programming)
+/// The idle IPv4 proxier of an IPv6-only cluster's node: its state ([`ClusterState::idle`])
+/// and the node as it sees itself, with no IPv4 address of its own: its node IP is
+/// `127.0.0.1`, as `detectNodeIPs` (cmd/kube-proxy/app/server.go) leaves it for a family the
+/// node has no IP of.
+fn idle_ipv4(cluster: &ClusterState, node: &NodeContext) -> (ClusterState, NodeContext) {
+    let idle = cluster.idle(IpFamily::Ipv4);
+    let node = NodeContext {
+        name: node.name.clone(),
+        node_ip: IpFamily::Ipv4.localhost(),
+        pod_cidr: idle.cluster_cidr,
+        local_addresses: Vec::new(),
+        ipv6: None,
+    };
+    (idle, node)
 }
 
 /// The IPv6 halves of a dual-stack state, if it has them.
@@ -154,28 +179,67 @@ mod tests {
     use crate::proxier::kube_proxy_ipvs::KubeProxyIpvs;
     use crate::proxier::test_cluster::{cluster6, ep, node6, svc};
 
-    /// An IPv6-only cluster's one proxier is the IPv6 one: what it writes as `iptables` is the
-    /// node's ip6tables, and nothing goes to iptables.
+    /// An IPv6-only cluster's node runs an idle IPv4 proxier beside its IPv6 one, as
+    /// kube-proxy runs dual-stack wherever the node supports both families: iptables hold the
+    /// IPv4 proxier's fixed chains and rules and nothing of a Service, ip6tables the Service.
     #[test]
-    fn an_ipv6_only_node_gets_ip6tables_only() {
+    fn an_ipv6_only_node_runs_an_idle_ipv4_proxier() {
+        use crate::proxier::kube_proxy_nftables::KubeProxyNftables;
         let mut sp = svc("default", "web", "fd00:10:96::a");
         sp.endpoints = vec![ep("fd00:10::20")];
         let cluster = cluster6(vec![sp]);
         for proxier in [&KubeProxyIptables as &dyn Proxier, &KubeProxyIpvs] {
             let p = program_node(proxier, &cluster, &node6()).expect("program");
+            let rules = |tables: &std::collections::BTreeMap<_, crate::programming::TableRules>| {
+                tables
+                    .values()
+                    .flat_map(|t| t.rule_lines().cloned())
+                    .collect::<Vec<String>>()
+            };
+            let (v4, v6) = (rules(&p.iptables), rules(&p.ip6tables));
             assert!(
-                p.iptables.is_empty(),
-                "{}: {:?}",
-                proxier.name(),
-                p.iptables
+                v4.iter().any(|r| r.contains("KUBE-POSTROUTING"))
+                    && !v4.iter().any(|r| r.contains("fd00")),
+                "{}: {v4:?}",
+                proxier.name()
             );
-            assert!(!p.ip6tables.is_empty(), "{}", proxier.name());
+            assert!(
+                v6.iter().any(|r| r.contains("fd00:10::/64")),
+                "{}: {v6:?}",
+                proxier.name()
+            );
         }
+        let p = program_node(&KubeProxyIptables, &cluster, &node6()).expect("program");
+        assert_eq!(
+            p.sysctls
+                .get("net.ipv4.conf.all.route_localnet")
+                .map(String::as_str),
+            Some("1"),
+            "the IPv4 proxier's localhost NodePorts"
+        );
         let p = program_node(&KubeProxyIpvs, &cluster, &node6()).expect("program");
         assert_eq!(
             p.kube_ipvs0_addresses(),
             ["fd00:10:96::a".parse::<std::net::IpAddr>().unwrap()]
         );
-        assert!(p.ipsets.iter().all(|s| s.name.starts_with("KUBE-6-")));
+        for set in &p.ipsets {
+            assert!(
+                set.name.starts_with("KUBE-6-") || set.entries.is_empty(),
+                "the idle proxier's sets are empty: {set:?}"
+            );
+        }
+        let p = program_node(&KubeProxyNftables, &cluster, &node6()).expect("program");
+        let ip: Vec<&String> = p
+            .nft
+            .lines
+            .iter()
+            .filter(|l| l.contains(" ip kube-proxy"))
+            .collect();
+        assert!(!ip.is_empty(), "{:?}", p.nft.lines);
+        assert!(
+            !ip.iter()
+                .any(|l| l.contains("fd00") || l.contains("unallocated")),
+            "no Service, no ServiceCIDR: {ip:?}"
+        );
     }
 }

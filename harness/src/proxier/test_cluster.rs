@@ -37,6 +37,7 @@ pub(crate) fn cluster(service_ports: Vec<ServicePortInfo>) -> ClusterState {
         service_ports,
         options: ProxierOptions::default(),
         ipv6: None,
+        idle: false,
     }
 }
 

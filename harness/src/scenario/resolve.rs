@@ -52,6 +52,7 @@ fn family_state(s: &Scenario, family: IpFamily) -> Option<ClusterState> {
         service_ports: service_ports(s, family),
         options: s.proxier.clone(),
         ipv6: None,
+        idle: false,
     })
 }
 

@@ -119,6 +119,7 @@ fn cluster_with(options: ProxierOptions, service_ports: Vec<ServicePortInfo>) ->
         service_ports,
         options,
         ipv6: None,
+        idle: false,
     }
 }
 

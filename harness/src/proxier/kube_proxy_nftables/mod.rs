@@ -196,7 +196,8 @@ pub(super) struct Config {
     masquerade_mark: String,
     node_port_addresses: NodePortAddresses,
     node_ip: IpAddr,
-    /// `proxier.serviceCIDRs`: the comma-joined ServiceCIDRs of this family.
+    /// `proxier.serviceCIDRs`: the comma-joined ServiceCIDRs of this family (none for the idle
+    /// proxier of a family the cluster has no range of, [`ClusterState::idle`]).
     service_cidrs: String,
 }
 
@@ -217,7 +218,11 @@ impl Config {
             masquerade_mark: format!("0x{:08x}", 1u32 << options.masquerade_bit),
             node_port_addresses: NodePortAddresses::new(&addresses, node.node_ip),
             node_ip: node.node_ip,
-            service_cidrs: cluster.service_cidr.normalized().to_string(),
+            service_cidrs: if cluster.idle {
+                String::new()
+            } else {
+                cluster.service_cidr.normalized().to_string()
+            },
         }
     }
 
