@@ -105,7 +105,7 @@ if [ "$install" = 1 ]; then
     done
   done
   # The real proxiers kpct runs in its nodes, built with the machine's Go (source `go`).
-  echo "==> ci/real-proxiers.sh (kube-proxy, kube-router)"
+  echo "==> ci/real-proxiers.sh (kube-proxy v1.37.2 and v1.34.4; \`ci/real-proxiers.sh --all\` adds kube-router)"
   bash "$repo/ci/real-proxiers.sh" \
     || echo "install-deps: building the real proxiers failed (see above); the self-check names what is missing" >&2
 fi
@@ -172,8 +172,8 @@ check libxml2-utils "xmllint --schema" xmllint --noout --schema "$tmp/check.xsd"
 check python3 "python3" python3 -c 'import json, os, sys'
 check vagrant-libvirt "vagrant validate of vagrant/Vagrantfile (needs a provider)" \
   bash -c "cd '$repo/vagrant' && vagrant validate"
-# The real proxiers: every binary built from ci/real-proxiers/ is there, up to date, and answers
-# --version with its version.
+# The real proxiers: every binary of the CI set (ci/real-proxiers.sh) is there, up to date, and
+# answers --version with its version.
 checks=$((checks + 1))
 if ! out="$(bash "$repo/ci/real-proxiers.sh" --check-only 2>&1)"; then
   while read -r line; do

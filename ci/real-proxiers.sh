@@ -2,9 +2,11 @@
 # Builds the real, unmodified proxiers kpct runs in its fake nodes (kube-proxy, kube-router) from
 # the Go module proxy, with the machine's Go toolchain.
 #
-#   ci/real-proxiers.sh [--check-only] [VERSION...]
+#   ci/real-proxiers.sh [--check-only] [--all | VERSION...]
 #     VERSION       a directory under ci/real-proxiers/ (v1.37.2, kube-router-v2.10.0) or the
-#                   binary's name (kube-proxy-v1.37.2); default: every directory there
+#                   binary's name (kube-proxy-v1.37.2); default: the CI set, kube-proxy v1.37.2
+#                   and v1.34.4 (what the tests run; each cold build costs ~5 min of CI's 40)
+#     --all         every directory there (kube-router too)
 #     --check-only  build nothing: exit 1 if a binary is missing or stale, naming it
 #
 # Each directory ci/real-proxiers/<version> (kube-proxy) or ci/real-proxiers/<program>-<version>
@@ -36,10 +38,14 @@ out="$repo/target/real-proxiers"
 recipe="CGO_ENABLED=0 go build -mod=readonly -trimpath -buildvcs=false -ldflags=-s -w (recipe 1)"
 
 check_only=0
+all=0
+# The CI set: what ci/install-deps.sh builds and checks, and what the real_* tests need.
+ci_set=(v1.37.2 v1.34.4)
 wanted=()
 for arg in "$@"; do
   case "$arg" in
     --check-only) check_only=1 ;;
+    --all) all=1 ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
     -*) echo "real-proxiers: unknown argument $arg (see the header of $0)" >&2; exit 2 ;;
     *) wanted+=("$arg") ;;
@@ -55,8 +61,10 @@ if [ ${#available[@]} -eq 0 ]; then
   echo "real-proxiers: no module directories under ci/real-proxiers/" >&2
   exit 1
 fi
-if [ ${#wanted[@]} -eq 0 ]; then
+if [ "$all" = 1 ]; then
   wanted=("${available[@]}")
+elif [ ${#wanted[@]} -eq 0 ]; then
+  wanted=("${ci_set[@]}")
 fi
 
 # binary DIR: the binary's name. v1.37.2 is kube-proxy's; kube-router-v2.10.0 names its program.

@@ -57,7 +57,7 @@ echo "    $(wc -l < "$out/tests.tsv") test binaries"
 
 # The VM does not inherit this environment: hand over what changes test behaviour.
 {
-  for var in CI INSTA_UPDATE INSTA_FORCE_PASS RUST_LOG KPCT_PROBE_TIMEOUT_MS KPCT_TEST_THREADS IPVS_GENL_TABLES; do
+  for var in CI INSTA_UPDATE INSTA_FORCE_PASS RUST_LOG KPCT_PROBE_TIMEOUT_MS KPCT_TEST_THREADS KPCT_REAL_TIMEOUT_S KPCT_REAL_VERBOSITY IPVS_GENL_TABLES; do
     if [ -n "${!var:-}" ]; then printf 'export %s=%q\n' "$var" "${!var}"; fi
   done
   # cargo and the cargo-installed tools (cargo-insta) for the tests that run them.

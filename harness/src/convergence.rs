@@ -29,25 +29,75 @@ pub fn differences(
     fresh: &EffectiveState,
     allowed: &[String],
 ) -> Vec<String> {
-    let (mut updated, fresh) = (
-        with_located_nft(by_service(sections(&updated.to_text())), updated),
-        with_located_nft(by_service(sections(&fresh.to_text())), fresh),
+    line_differences(updated, fresh, allowed, &[])
+        .into_iter()
+        .map(|d| match d {
+            LineDifference::OnlyInFirst { what, times: n } => format!("stale {what}{}", times(n)),
+            LineDifference::OnlyInSecond { what, times: n } => {
+                format!("missing {what}{}", times(n))
+            }
+            LineDifference::Order { section, first } => format!(
+                "{section} in another order than a fresh sync writes them (first out of place: \
+                 `{first}`)"
+            ),
+        })
+        .collect()
+}
+
+/// One way two states differ ([`line_differences`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LineDifference {
+    /// What the first state holds `times` times more than the second (`what` names it as a
+    /// person would: ``rule `-A …` (table nat)``, ``nftables `ip kube-proxy › chain …: …` ``).
+    OnlyInFirst { what: String, times: usize },
+    /// What the second state holds `times` times more than the first.
+    OnlyInSecond { what: String, times: usize },
+    /// Both hold the same lines of `section` (`rules of table nat`, …), in another order.
+    Order { section: String, first: String },
+}
+
+/// Every difference between two states, in section order, compared as [`differences`] does
+/// (rules of `KUBE-SERVICES`/`KUBE-NODEPORTS` by Service, nftables lines by chain); the lines
+/// of `allowed_first` and `allowed_second` are left out of the first and the second state.
+pub fn line_differences(
+    first: &EffectiveState,
+    second: &EffectiveState,
+    allowed_first: &[String],
+    allowed_second: &[String],
+) -> Vec<LineDifference> {
+    let (mut first_sections, mut second_sections) = (
+        with_located_nft(by_service(sections(&first.to_text())), first),
+        with_located_nft(by_service(sections(&second.to_text())), second),
     );
-    for lines in updated.values_mut() {
-        lines.retain(|line| !allowed.contains(line));
+    for (sections, allowed) in [
+        (&mut first_sections, allowed_first),
+        (&mut second_sections, allowed_second),
+    ] {
+        for lines in sections.values_mut() {
+            lines.retain(|line| !allowed.contains(line));
+        }
     }
     let mut out = Vec::new();
-    let names: std::collections::BTreeSet<&String> = updated.keys().chain(fresh.keys()).collect();
+    let names: std::collections::BTreeSet<&String> = first_sections
+        .keys()
+        .chain(second_sections.keys())
+        .collect();
     let empty = Vec::new();
     for section in names {
-        let have = updated.get(section).unwrap_or(&empty);
-        let want = fresh.get(section).unwrap_or(&empty);
+        let have = first_sections.get(section).unwrap_or(&empty);
+        let want = second_sections.get(section).unwrap_or(&empty);
         let before = out.len();
-        for (line, n) in surplus(have, want) {
-            out.push(format!("stale {}{}", describe(section, &line), times(n)));
+        for (line, times) in surplus(have, want) {
+            out.push(LineDifference::OnlyInFirst {
+                what: describe(section, &line),
+                times,
+            });
         }
-        for (line, n) in surplus(want, have) {
-            out.push(format!("missing {}{}", describe(section, &line), times(n)));
+        for (line, times) in surplus(want, have) {
+            out.push(LineDifference::OnlyInSecond {
+                what: describe(section, &line),
+                times,
+            });
         }
         if out.len() == before && have != want {
             let first = have
@@ -56,11 +106,10 @@ pub fn differences(
                 .find(|(a, b)| a != b)
                 .map(|(a, _)| a.clone())
                 .unwrap_or_default();
-            out.push(format!(
-                "{} in another order than a fresh sync writes them (first out of place: `{}`)",
-                section_name(section),
-                first
-            ));
+            out.push(LineDifference::Order {
+                section: section_name(section),
+                first,
+            });
         }
     }
     out

@@ -23,6 +23,7 @@ pub mod parallel;
 pub mod probe;
 pub mod process_groups;
 pub mod programming;
+pub mod programming_diff;
 pub mod progress;
 pub mod proxier;
 pub mod quote;

@@ -82,8 +82,11 @@ fn bench_suite_times_serial_and_parallel_side_by_side_iptables() {
         workers: 2,
         ..SuiteOptions::default()
     };
-    let out = kpct::bench::suite(&[builtin("kube-proxy-iptables").unwrap()], &opts)
-        .expect("bench suite runs");
+    let out = kpct::bench::suite(
+        &[Box::new(builtin("kube-proxy-iptables").unwrap()) as Box<dyn kpct::run::NodeProgrammer>],
+        &opts,
+    )
+    .expect("bench suite runs");
     println!("{out}");
     assert!(
         out.contains("2 scenarios × 1 proxier(s)") && out.contains("clusterip-same-node"),

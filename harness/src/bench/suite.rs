@@ -1,4 +1,5 @@
-//! `kpct bench suite`: every bundled scenario against each proxier, timed the way `kpct run`
+//! `kpct bench suite`: every bundled scenario against each proxier (a real kube-proxy beside
+//! the built-in of its mode, too), timed the way `kpct run`
 //! runs them ([`crate::run::run_scenario`]: topology, programming, backends, probes, teardown),
 //! once one run at a time and once on several workers ([`crate::parallel`]), side by side in one
 //! run so the ratio is measured on the same machine under the same load; then once more one at a
@@ -9,7 +10,6 @@
 use super::{human, median};
 use crate::parallel::{self, After, Event, Job};
 use crate::probe::{DropDecision, Patience};
-use crate::proxier::Proxier;
 use crate::run::NodeProgrammer;
 use crate::scenario::Scenario;
 use anyhow::{anyhow, Result};
@@ -180,12 +180,14 @@ pub fn time_proxier(
     })
 }
 
-/// Loads the scenarios of `opts`, times them against every proxier and renders the summary.
-pub fn suite(proxiers: &[Box<dyn Proxier>], opts: &SuiteOptions) -> Result<String> {
+/// Loads the scenarios of `opts`, times them against every proxier (built-ins, `exec:`,
+/// `replay:`, a real kube-proxy: one after the other, so the figures are side by side from one
+/// run) and renders the summary.
+pub fn suite(proxiers: &[Box<dyn NodeProgrammer>], opts: &SuiteOptions) -> Result<String> {
     let scenarios = load_all(&crate::scenario::files(&opts.patterns)?)?;
     let mut results = Vec::new();
     for proxier in proxiers {
-        results.push(time_proxier(&scenarios, proxier, opts)?);
+        results.push(time_proxier(&scenarios, proxier.as_ref(), opts)?);
     }
     Ok(render(&results, opts.rounds.max(1)))
 }

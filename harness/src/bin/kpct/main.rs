@@ -37,6 +37,10 @@ enum Command {
     /// pending snapshot for `cargo insta review` (nothing when the golden one already says it):
     /// a new scenario's goldens without the whole suite. Exit 1 if an expectation fails.
     Record(record::Args),
+    /// Compare the programming two proxiers leave on each node of scenarios, after the first
+    /// sync and after each step (e.g. a real kube-proxy with the built-in of its mode, whose
+    /// known differences are declared). Exit 1 on any difference not declared.
+    DiffProgramming(diff_programming::Args),
     /// Run one scenario many times and report whether every observation is identical.
     Soak(soak::Args),
     /// Print the README's scenario table, generated from scenarios/ and harness/snapshots/.
@@ -59,6 +63,7 @@ fn main() {
         Command::Validate(args) => validate::run(args),
         Command::Program(args) => program::run(args),
         Command::Record(args) => record::run(args),
+        Command::DiffProgramming(args) => diff_programming::run(args),
         Command::Soak(args) => soak::run(args),
         Command::ScenarioTable(args) => scenario_table::run(args),
         Command::Lab(args) => lab::run(args),

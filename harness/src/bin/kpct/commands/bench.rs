@@ -29,9 +29,11 @@ enum What {
         #[command(flatten)]
         scale: ScaleArgs,
     },
-    /// Every scenario against each built-in proxier: total and per-scenario min/median/max.
+    /// Every scenario against each proxier: total and per-scenario min/median/max.
     Suite {
-        /// Built-in proxier; repeatable. Default: the three built-ins.
+        /// Proxier, repeatable: a built-in, `kube-proxy:MODE[:PATH|:VERSION]` (a real
+        /// kube-proxy, timed beside the built-in of its mode), `exec:` or `replay:`. Default:
+        /// the three built-ins.
         #[arg(long = "proxier")]
         proxiers: Vec<String>,
         /// Scenario files or globs; repeatable. Default: scenarios/*.yaml.
@@ -151,14 +153,26 @@ pub fn run(Args { what }: Args) -> Result<()> {
             rounds,
             jobs,
         } => {
-            let proxiers = builtins(&proxiers)?;
+            let proxiers = proxiers::or_builtins(&proxiers);
+            if proxiers.iter().any(|p| kpct::proxier::needs_ipvs(p)) {
+                proxiers::ensure_ipvs(
+                    "run it through `sudo ci/kpct.sh bench …`, which uses a VM whose kernel has it",
+                )?;
+            }
+            let proxiers = proxiers
+                .iter()
+                .map(|p| proxiers::from_spec(p))
+                .collect::<Result<Vec<_>>>()?;
             print!(
                 "{}",
                 kpct::bench::suite(&proxiers, &suite_options(&scenarios, rounds, jobs)?)?
             );
         }
-        What::All { proxiers, scale } => {
-            let proxiers = builtins(&proxiers)?;
+        What::All {
+            proxiers: names,
+            scale,
+        } => {
+            let proxiers = builtins(&names)?;
             let started = std::time::Instant::now();
             println!(
                 "kpct bench all on kernel {}, {} CPUs, load average {}\n",
@@ -175,9 +189,13 @@ pub fn run(Args { what }: Args) -> Result<()> {
             println!("{}", rt.block_on(kpct::bench::topology(3, 10, 2))?);
             section("topology", t);
             let t = std::time::Instant::now();
+            let programmers: Vec<Box<dyn kpct::run::NodeProgrammer>> = builtins(&names)?
+                .into_iter()
+                .map(|p| Box::new(p) as Box<dyn kpct::run::NodeProgrammer>)
+                .collect();
             println!(
                 "{}",
-                kpct::bench::suite(&proxiers, &suite_options(&[], 1, None)?)?
+                kpct::bench::suite(&programmers, &suite_options(&[], 1, None)?)?
             );
             section("suite", t);
             let t = std::time::Instant::now();

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod caps;
 pub mod cleanup;
+pub mod diff_programming;
 pub mod lab;
 pub mod program;
 pub mod record;
