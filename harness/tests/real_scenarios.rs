@@ -9,7 +9,12 @@ use kpct::proxier::real::RealProxier;
 use kpct::run::NodeProgrammer;
 use std::path::PathBuf;
 
-fn run(file: &str, spec: &str) {
+/// Held by the runs in the emulated VM, one at a time: real proxiers of several scenarios at
+/// once starve each other's first sync there.
+static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn run(file: &str, spec: &str, alone: bool) {
+    let _alone = alone.then(|| ALONE.lock().unwrap_or_else(|e| e.into_inner()));
     kpct::netns::install_signal_cleanup();
     let path = PathBuf::from("../scenarios").join(file);
     let scenario = kpct::scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));

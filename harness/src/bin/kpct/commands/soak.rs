@@ -7,8 +7,9 @@ use anyhow::Result;
 pub struct Args {
     #[arg(long)]
     scenario: std::path::PathBuf,
-    /// A built-in proxier. Default: kube-proxy-ipvs where the kernel has IP_VS, else
-    /// kube-proxy-iptables (and a note saying so).
+    /// Any proxier (a built-in, `kube-proxy:MODE[:PATH|:VERSION]`, `exec:`, `replay:`).
+    /// Default: kube-proxy-ipvs where the kernel has IP_VS, else kube-proxy-iptables (and a
+    /// note saying so).
     #[arg(long)]
     proxier: Option<String>,
     #[arg(long, default_value_t = 50)]
@@ -20,19 +21,21 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let proxier = proxiers::chosen(args.proxier)?;
-    let p = proxiers::builtin(
-        &proxier,
-        "run it through `sudo ci/kpct.sh soak …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`",
-    )?;
+    if kpct::proxier::needs_ipvs(&proxier) {
+        proxiers::ensure_ipvs(
+            "run it through `sudo ci/kpct.sh soak …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`",
+        )?;
+    }
+    let p = proxiers::from_spec(&proxier)?;
     let s = super::load(&args.scenario)?;
     let report = kpct::soak::soak(
         &s,
-        &p,
+        p.as_ref(),
         args.runs,
         super::jobs(args.jobs)?,
         kpct::probe::probe_timeout(),
     )?;
-    print!("{}", report.render(&s.name, p.name()));
+    print!("{}", report.render(&s.name, &p.label()));
     if !report.divergences.is_empty() {
         std::process::exit(1);
     }
