@@ -22,6 +22,38 @@ pub fn probe_violations<'a>(run: &'a ScenarioRun, probe: &str) -> Vec<&'a String
     run.violations.iter().filter(|v| v.contains(&tag)).collect()
 }
 
+/// The violated-expectation lines of `run` that concern the convergence check after step
+/// `step` (its testcase `STEP/converged`).
+pub fn convergence_violations<'a>(run: &'a ScenarioRun, step: &str) -> Vec<&'a String> {
+    let tag = format!("after step `{step}` {}", crate::run::NOT_CONVERGED);
+    run.violations.iter().filter(|v| v.contains(&tag)).collect()
+}
+
+/// The violated-expectation lines of `run` that no probe and no convergence check owns: none
+/// are written today, but one would fail the run, so every output shows them as the run's.
+pub fn run_violations(run: &ScenarioRun) -> Vec<&String> {
+    let obs = &run.observation;
+    run.violations
+        .iter()
+        .filter(|v| {
+            !obs.all_probes()
+                .any(|p| v.contains(&format!("probe `{}`", p.probe)))
+                && !obs.steps.iter().any(|s| {
+                    v.contains(&format!(
+                        "after step `{}` {}",
+                        s.step,
+                        crate::run::NOT_CONVERGED
+                    ))
+                })
+        })
+        .collect()
+}
+
+/// The name of the convergence check after `step`, as JUnit and the table name it.
+pub fn converged_name(step: &str) -> String {
+    format!("{step}/converged")
+}
+
 /// A probe's shots: each one, or (for a random choice) each distinct outcome.
 pub fn shots(p: &ProbeObservation) -> &[ShotObservation] {
     if p.shots.is_empty() {

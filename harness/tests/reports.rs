@@ -501,7 +501,7 @@ fn a_failing_exec_proxier_is_reported_as_an_errored_run() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let expected = regex::Regex::new(
         "^no probe ran\n\
-         0 probe\\(s\\), 0 passed, 0 failed; 1 scenario run\\(s\\) errored \\(below\\); 1 run\\(s\\) in [0-9]+\\.[0-9] s\n  \
+         FAILED: 0 probe\\(s\\), 0 passed, 0 failed; 1 scenario run\\(s\\) errored \\(below\\); 1 run\\(s\\) in [0-9]+\\.[0-9] s\n  \
          ERROR clusterip-udp × exec:false: exec:false: node node-a: `false` failed \\(exit \
          status: 1\\) and wrote nothing on stderr\n$",
     )
@@ -553,7 +553,9 @@ fn run_selects_lists_and_stops_early() {
     assert_eq!(stopped.status.code(), Some(1), "{stopped:?}");
     let out = String::from_utf8_lossy(&stopped.stdout);
     assert!(
-        out.starts_with("no probe ran\n0 probe(s), 0 passed, 0 failed; 1 scenario run(s) errored"),
+        out.starts_with(
+            "no probe ran\nFAILED: 0 probe(s), 0 passed, 0 failed; 1 scenario run(s) errored"
+        ),
         "{out}"
     );
 }
@@ -628,7 +630,7 @@ fn json_holds_runs_probes_verdicts_violations_and_versions() {
     ))
     .unwrap();
     let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(doc["format"], "kpct-results/1");
+    assert_eq!(doc["format"], "kpct-results/2");
     assert_eq!(
         doc["environment"]["iptables"],
         "iptables v1.8.9 (nf_tables)"
@@ -670,4 +672,73 @@ fn json_holds_runs_probes_verdicts_violations_and_versions() {
     );
     assert!(failing["observation"]["from"].is_string(), "{failing}");
     assert!(runs[0]["probes"][0].get("trace").is_none());
+}
+
+/// A run whose only failure is a step that did not converge (kube-proxy's iptables mode that
+/// never deletes a stale chain) fails in every output: a FAIL row and the summary of the table,
+/// a `STEP/converged` testcase with its failure in JUnit (still schema-valid), `fail` in the
+/// JSON with the step's differences, the report's verdict and its "Not converged" section.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_convergence_failure_fails_every_output() {
+    let path = format!(
+        "{}/../scenarios/transition-scale-down-up.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let s = kpct::scenario::load(std::path::Path::new(&path)).expect("a library scenario");
+    let broken = common::Mutated {
+        name: "kube-proxy-iptables",
+        inner: "kube-proxy-iptables",
+        mutate: common::keep_stale_chains,
+    };
+    let run = kpct::run::run_scenario(&s, &broken, kpct::probe::probe_timeout())
+        .await
+        .expect("run");
+    assert!(
+        run.violations
+            .iter()
+            .all(|v| v.contains(kpct::run::NOT_CONVERGED)),
+        "only the convergence check fails: {:#?}",
+        run.violations
+    );
+    let results = results(&[run], &[]);
+    let counts = results.counts();
+    assert_eq!((counts.failed, counts.not_converged), (0, 1), "{counts:?}");
+    assert!(counts.any_failure());
+
+    let table = kpct::report::table(&results, kpct::report::Style::plain());
+    let row = table
+        .lines()
+        .find(|l| l.contains("scale-down/converged"))
+        .unwrap_or_else(|| panic!("no convergence row:\n{table}"));
+    assert!(row.starts_with("FAIL"), "{row}");
+    assert!(
+        table.contains("FAILED: ") && table.contains("convergence check(s), 1 failed"),
+        "{table}"
+    );
+
+    let xml = kpct::report::junit(&results);
+    validate_junit(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+    assert!(
+        xml.contains("name=\"scale-down/converged\"")
+            && xml.contains("<failure type=\"convergence\"")
+            && xml.contains("stale chain KUBE-SEP-"),
+        "{xml}"
+    );
+    assert!(!xml.contains("failures=\"0\" errors=\"0\" time"), "{xml}");
+
+    let doc: serde_json::Value =
+        serde_json::from_str(&kpct::report::json::json(&results).expect("json")).expect("parses");
+    assert_eq!(doc["summary"]["result"], "fail", "{doc:#}");
+    assert_eq!(doc["summary"]["not_converged"], 1);
+    let step = &doc["runs"][0]["steps"][0];
+    assert_eq!(
+        (step["name"].as_str(), step["converged"].as_str()),
+        (Some("scale-down"), Some("fail"))
+    );
+
+    let report = kpct::report::document::render(kpct::report::document::Format::Markdown, &results);
+    assert!(
+        report.contains("Result: FAILED.") && report.contains("## Not converged"),
+        "{report}"
+    );
 }

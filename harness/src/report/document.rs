@@ -109,51 +109,83 @@ pub fn blocks(results: &Results) -> Vec<Block> {
             proxiers.push(p);
         }
     }
-    let probes = results.counts().probes;
+    let counts = results.counts();
+    let probes = counts.probes;
     let failing = results.failing();
-    let verdict = if failing.is_empty() && errors.is_empty() {
+    let not_converged = results.not_converged();
+    let verdict = if !counts.any_failure() {
         vec![
             strong("Result: all passed."),
             text(format!(
-                " All {probes} probe{} passed; no run failed to complete.",
-                plural(probes)
+                " All {probes} probe{} passed{}; no run failed to complete.",
+                plural(probes),
+                if counts.convergence_checks > 0 {
+                    format!(
+                        ", every node converged after each of {} step{}",
+                        counts.convergence_checks,
+                        plural(counts.convergence_checks)
+                    )
+                } else {
+                    String::new()
+                }
             )),
         ]
     } else {
         vec![
             strong("Result: FAILED."),
             text(format!(
-                " {} of {probes} probe{} failed; {} run{} could not complete.",
+                " {} of {probes} probe{} failed;{} {} run{} could not complete.",
                 failing.len(),
                 plural(probes),
-                errors.len(),
-                plural(errors.len())
+                if counts.convergence_checks > 0 {
+                    format!(
+                        " {} of {} convergence check{} failed;",
+                        not_converged.len(),
+                        counts.convergence_checks,
+                        plural(counts.convergence_checks)
+                    )
+                } else {
+                    String::new()
+                },
+                counts.errored,
+                plural(counts.errored)
             )),
         ]
     };
     out.push(Block::Para(verdict));
     let count = |n: usize| vec![text(n.to_string())];
+    let mut count_rows = vec![
+        vec![
+            vec![text("scenarios × proxiers")],
+            vec![text(format!(
+                "{} × {} ({} run{})",
+                scenarios.len(),
+                proxiers.len(),
+                runs.len() + errors.len(),
+                plural(runs.len() + errors.len())
+            ))],
+        ],
+        vec![vec![text("probes")], count(probes)],
+        vec![vec![text("passed")], count(probes - failing.len())],
+        vec![vec![text("failed")], count(failing.len())],
+    ];
+    if counts.convergence_checks > 0 {
+        count_rows.push(vec![
+            vec![text("convergence checks (one per step)")],
+            count(counts.convergence_checks),
+        ]);
+        count_rows.push(vec![
+            vec![text("not converged")],
+            count(not_converged.len()),
+        ]);
+    }
+    count_rows.push(vec![
+        vec![text("errors (runs that could not complete)")],
+        count(errors.len()),
+    ]);
     out.push(Block::Table {
         head: vec!["".into(), "count".into()],
-        rows: vec![
-            vec![
-                vec![text("scenarios × proxiers")],
-                vec![text(format!(
-                    "{} × {} ({} run{})",
-                    scenarios.len(),
-                    proxiers.len(),
-                    runs.len() + errors.len(),
-                    plural(runs.len() + errors.len())
-                ))],
-            ],
-            vec![vec![text("probes")], count(probes)],
-            vec![vec![text("passed")], count(probes - failing.len())],
-            vec![vec![text("failed")], count(failing.len())],
-            vec![
-                vec![text("errors (runs that could not complete)")],
-                count(errors.len()),
-            ],
-        ],
+        rows: count_rows,
     });
 
     out.push(Block::Table {
@@ -171,6 +203,48 @@ pub fn blocks(results: &Results) -> Vec<Block> {
         out.push(Block::Para(selection_rule()));
         for (run, probe) in &failing {
             failure(&mut out, results, run, probe);
+        }
+    }
+    let own: Vec<(&ScenarioRun, Vec<&String>)> = runs
+        .iter()
+        .map(|r| (r, super::run_violations(r)))
+        .filter(|(_, v)| !v.is_empty())
+        .collect();
+    if !not_converged.is_empty() || !own.is_empty() {
+        out.push(Block::Heading(2, vec![text("Not converged")]));
+        out.push(Block::Para(vec![text(
+            "After these steps a node held something else than a fresh node synced to the \
+             same state: history leaked into the kernel.",
+        )]));
+        for (run, step) in &not_converged {
+            out.push(Block::Heading(
+                3,
+                vec![
+                    code(run.observation.scenario.as_str()),
+                    text(" × "),
+                    code(run.observation.proxier.as_str()),
+                    text(": "),
+                    code(super::converged_name(&step.step)),
+                ],
+            ));
+            out.push(Block::Pre(step.not_converged.join("\n")));
+        }
+        for (run, lines) in &own {
+            out.push(Block::Heading(
+                3,
+                vec![
+                    code(run.observation.scenario.as_str()),
+                    text(" × "),
+                    code(run.observation.proxier.as_str()),
+                ],
+            ));
+            out.push(Block::Pre(
+                lines
+                    .iter()
+                    .map(|l| l.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ));
         }
     }
     if !errors.is_empty() {

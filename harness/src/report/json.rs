@@ -11,7 +11,7 @@ use crate::run::NodeSummary;
 use serde::Serialize;
 
 /// The version of this document's shape; a change that removes or renames a field bumps it.
-pub const FORMAT: &str = "kpct-results/1";
+pub const FORMAT: &str = "kpct-results/2";
 
 #[derive(Serialize)]
 struct Document<'a> {
@@ -31,6 +31,9 @@ struct Summary {
     probes: usize,
     passed: usize,
     failed: usize,
+    /// One per step of every run.
+    convergence_checks: usize,
+    not_converged: usize,
 }
 
 #[derive(Serialize, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +61,17 @@ struct Run<'a> {
     violations: &'a [String],
     nodes: &'a [NodeSummary],
     probes: Vec<Probe<'a>>,
+    /// Each step's convergence check.
+    steps: Vec<Step<'a>>,
+}
+
+#[derive(Serialize)]
+struct Step<'a> {
+    name: &'a str,
+    /// `pass` when every node holds what a fresh sync of the step's state holds.
+    converged: Outcome,
+    /// Per node, every way its state differs from a fresh node's.
+    differences: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -117,6 +131,21 @@ pub fn json(results: &Results) -> serde_json::Result<String> {
                 violations: &run.violations,
                 nodes: &obs.nodes,
                 probes,
+                steps: obs
+                    .steps
+                    .iter()
+                    .map(|step| Step {
+                        name: &step.step,
+                        converged: if step.converged
+                            && super::convergence_violations(run, &step.step).is_empty()
+                        {
+                            Outcome::Pass
+                        } else {
+                            Outcome::Fail
+                        },
+                        differences: &step.not_converged,
+                    })
+                    .collect(),
             }
         })
         .collect();
@@ -131,10 +160,11 @@ pub fn json(results: &Results) -> serde_json::Result<String> {
         violations: &[],
         nodes: &[],
         probes: Vec::new(),
+        steps: Vec::new(),
     }));
     let result = if counts.errored > 0 {
         Outcome::Error
-    } else if counts.failed > 0 {
+    } else if counts.any_failure() {
         Outcome::Fail
     } else {
         Outcome::Pass
@@ -151,6 +181,8 @@ pub fn json(results: &Results) -> serde_json::Result<String> {
             probes: counts.probes,
             passed: counts.probes - counts.failed,
             failed: counts.failed,
+            convergence_checks: counts.convergence_checks,
+            not_converged: counts.not_converged,
         },
         runs,
     };

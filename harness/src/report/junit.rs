@@ -5,30 +5,44 @@
 //! proxier, then scenario.
 
 use super::markup::xml_escape as esc;
-use super::probe_violations;
 use super::results::{timestamp, Results};
+use super::{converged_name, convergence_violations, probe_violations, run_violations};
 use crate::run::ScenarioRun;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-/// One testsuite per scenario × proxier, one testcase per probe; a probe with violated
-/// expectations is a `<failure>` carrying them, its observation and the kernel state captured
-/// for it. Runs that could not complete (setup or programming failed) are one `<error>` each.
+/// One testsuite per scenario × proxier, one testcase per probe and one per step's convergence
+/// check (`STEP/converged`); a probe with violated expectations is a `<failure>` carrying them,
+/// its observation and the kernel state captured for it, a step that did not converge one
+/// carrying every difference. Runs that could not complete (setup or programming failed) are one `<error>` each.
 pub fn junit(results: &Results) -> String {
     let (runs, errors) = (&results.runs, &results.errors);
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let counts = results.counts();
+    // Every check of a run: its probes, each step's convergence, and one `run` testcase when
+    // a violation belongs to neither.
+    let checks = |r: &ScenarioRun| {
+        r.observation.all_probes().count()
+            + r.observation.steps.len()
+            + usize::from(!run_violations(r).is_empty())
+    };
     let failing = |r: &ScenarioRun| {
         r.observation
             .all_probes()
             .filter(|p| !probe_violations(r, &p.probe).is_empty())
             .count()
+            + r.observation
+                .steps
+                .iter()
+                .filter(|s| !s.converged || !convergence_violations(r, &s.step).is_empty())
+                .count()
+            + usize::from(!run_violations(r).is_empty())
     };
     let _ = writeln!(
         out,
         "<testsuites name=\"kpct\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{}\">",
-        counts.probes + counts.errored,
-        counts.failed,
+        runs.iter().map(checks).sum::<usize>() + counts.errored,
+        runs.iter().map(failing).sum::<usize>(),
         counts.errored,
         secs(results.elapsed)
     );
@@ -48,7 +62,7 @@ pub fn junit(results: &Results) -> String {
         let _ = writeln!(
             out,
             "  <testsuite name=\"{suite}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"0\" time=\"{}\" timestamp=\"{}\">",
-            obs.all_probes().count(),
+            checks(run),
             failing(run),
             secs(run.timing.total()),
             timestamp(run.timing.started)
@@ -99,6 +113,54 @@ pub fn junit(results: &Results) -> String {
                 out,
                 ">\n      <failure type=\"expectation\" message=\"{}\">{}</failure>\n    </testcase>",
                 esc(mine[0]),
+                esc(&body)
+            );
+        }
+        for step in &obs.steps {
+            let mine = convergence_violations(run, &step.step);
+            let _ = write!(
+                out,
+                "    <testcase classname=\"{class}\" name=\"{}\" time=\"{}\"",
+                esc(&converged_name(&step.step)),
+                secs(
+                    obs.steps
+                        .iter()
+                        .position(|s| s.step == step.step)
+                        .and_then(|i| run.timing.fresh_syncs.get(i).copied())
+                        .unwrap_or_default()
+                )
+            );
+            if step.converged && mine.is_empty() {
+                out.push_str("/>\n");
+                continue;
+            }
+            let body = if mine.is_empty() {
+                step.not_converged.join("\n")
+            } else {
+                mine.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            let message = body.lines().next().unwrap_or("not converged").to_string();
+            let _ = writeln!(
+                out,
+                ">\n      <failure type=\"convergence\" message=\"{}\">{}</failure>\n    </testcase>",
+                esc(&message),
+                esc(&body)
+            );
+        }
+        let own = run_violations(run);
+        if !own.is_empty() {
+            let body = own
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("\n");
+            let _ = writeln!(
+                out,
+                "    <testcase classname=\"{class}\" name=\"run\" time=\"0.000\">\n      <failure type=\"expectation\" message=\"{}\">{}</failure>\n    </testcase>",
+                esc(own[0]),
                 esc(&body)
             );
         }

@@ -5,6 +5,7 @@ use crate::environment::Environment;
 use crate::observe::ProbeObservation;
 use crate::parallel::{Finished, Job};
 use crate::run::ScenarioRun;
+use crate::run::StepObservation;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -88,7 +89,17 @@ impl Results {
             .collect()
     }
 
-    /// Probes that ran, failed probes, runs that errored.
+    /// Every step whose convergence check failed, with its run, in run order.
+    pub fn not_converged(&self) -> Vec<(&ScenarioRun, &StepObservation)> {
+        self.runs
+            .iter()
+            .flat_map(|r| r.observation.steps.iter().map(move |s| (r, s)))
+            .filter(|(r, s)| !s.converged || !super::convergence_violations(r, &s.step).is_empty())
+            .collect()
+    }
+
+    /// Probes that ran and failed, convergence checks made and failed, runs with a violation
+    /// neither owns, runs that errored.
     pub fn counts(&self) -> Counts {
         Counts {
             probes: self
@@ -97,6 +108,13 @@ impl Results {
                 .map(|r| r.observation.all_probes().count())
                 .sum(),
             failed: self.failing().len(),
+            convergence_checks: self.runs.iter().map(|r| r.observation.steps.len()).sum(),
+            not_converged: self.not_converged().len(),
+            other: self
+                .runs
+                .iter()
+                .filter(|r| !super::run_violations(r).is_empty())
+                .count(),
             errored: self.errors.len(),
         }
     }
@@ -130,8 +148,22 @@ pub fn timestamp(t: SystemTime) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Counts {
     pub probes: usize,
+    /// Probes with a violated expectation.
     pub failed: usize,
+    /// One per step of every run: does every node hold what a fresh sync of its state holds.
+    pub convergence_checks: usize,
+    pub not_converged: usize,
+    /// Runs with a violation no probe or convergence check owns.
+    pub other: usize,
     pub errored: usize,
+}
+
+impl Counts {
+    /// Whether anything failed or errored: the one rule every output and the exit status
+    /// follow.
+    pub fn any_failure(&self) -> bool {
+        self.failed + self.not_converged + self.other + self.errored > 0
+    }
 }
 
 /// `word` as one shell word: as it is when that is safe, else single-quoted.

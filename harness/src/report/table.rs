@@ -3,7 +3,9 @@
 //! cells wrapped onto continuation lines rather than cut.
 
 use super::results::Results;
-use super::{dedup, probe_violations, shots, spelled};
+use super::{
+    converged_name, convergence_violations, dedup, probe_violations, run_violations, shots, spelled,
+};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -62,27 +64,48 @@ pub fn table(results: &Results, style: Style) -> String {
     let mut groups: Vec<(String, Vec<[String; 4]>)> = Vec::new();
     for run in &results.runs {
         let obs = &run.observation;
-        let rows = obs
-            .all_probes()
-            .map(|probe| {
-                let failed = !probe_violations(run, &probe.probe).is_empty();
-                let shots = shots(probe);
-                let verdicts = dedup(shots.iter().map(|s| spelled(s.verdict)));
-                let seen = dedup(shots.iter().map(|s| match (&s.backend, &s.backend_saw) {
-                    // One entry per distinct path: each shot has its own source port.
-                    (Some(b), Some(saw)) => {
-                        format!("{b}: {}", saw.replace(&format!(":{} ", s.sport), ":* "))
-                    }
-                    _ => s.reply.clone().unwrap_or_else(|| "-".into()),
-                }));
-                [
-                    if failed { "FAIL" } else { "pass" }.to_string(),
-                    probe.probe.clone(),
-                    verdicts.join(", "),
-                    seen.join("; "),
-                ]
-            })
-            .collect();
+        let probe_row = |probe: &crate::observe::ProbeObservation| {
+            let failed = !probe_violations(run, &probe.probe).is_empty();
+            let shots = shots(probe);
+            let verdicts = dedup(shots.iter().map(|s| spelled(s.verdict)));
+            let seen = dedup(shots.iter().map(|s| match (&s.backend, &s.backend_saw) {
+                // One entry per distinct path: each shot has its own source port.
+                (Some(b), Some(saw)) => {
+                    format!("{b}: {}", saw.replace(&format!(":{} ", s.sport), ":* "))
+                }
+                _ => s.reply.clone().unwrap_or_else(|| "-".into()),
+            }));
+            [
+                if failed { "FAIL" } else { "pass" }.to_string(),
+                probe.probe.clone(),
+                verdicts.join(", "),
+                seen.join("; "),
+            ]
+        };
+        // Each step's convergence check is a row of its own, before the step's probes.
+        let mut rows: Vec<[String; 4]> = obs.probes.iter().map(probe_row).collect();
+        for step in &obs.steps {
+            let failed = !step.converged || !convergence_violations(run, &step.step).is_empty();
+            rows.push([
+                if failed { "FAIL" } else { "pass" }.to_string(),
+                converged_name(&step.step),
+                if failed { "differs" } else { "same" }.to_string(),
+                if failed {
+                    step.not_converged.join("; ")
+                } else {
+                    "every node as a fresh sync of the step's state".to_string()
+                },
+            ]);
+            rows.extend(step.probes.iter().map(probe_row));
+        }
+        for v in run_violations(run) {
+            rows.push([
+                "FAIL".to_string(),
+                "run".to_string(),
+                "-".to_string(),
+                v.clone(),
+            ]);
+        }
         groups.push((
             format!(
                 "{} × {} ({})",
@@ -95,7 +118,7 @@ pub fn table(results: &Results, style: Style) -> String {
     }
     let counts = results.counts();
     let mut out = String::new();
-    if counts.probes == 0 {
+    if counts.probes + counts.convergence_checks == 0 {
         let _ = writeln!(out, "no probe ran");
     } else {
         let all = || groups.iter().flat_map(|(_, rows)| rows.iter());
@@ -129,9 +152,7 @@ pub fn table(results: &Results, style: Style) -> String {
         out,
         "{}",
         summary(
-            counts.probes,
-            counts.failed,
-            counts.errored,
+            &counts,
             results.runs.len() + results.errors.len(),
             results.elapsed
         )
@@ -205,15 +226,34 @@ fn seconds(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
 
-/// `N probe(s), P passed, F failed`, the runs that could not run at all when there are, and the
-/// runs in all with their time.
-fn summary(probes: usize, failed: usize, errored: usize, runs: usize, elapsed: Duration) -> String {
-    let mut s = format!(
-        "{probes} probe(s), {} passed, {failed} failed",
-        probes - failed
-    );
-    if errored > 0 {
-        s.push_str(&format!("; {errored} scenario run(s) errored (below)"));
+/// `N probe(s), P passed, F failed`, the convergence checks when there were, the runs with a
+/// violation of their own and those that could not run at all when there are, and the runs in
+/// all with their time; FAILED first when anything failed.
+fn summary(counts: &super::results::Counts, runs: usize, elapsed: Duration) -> String {
+    let mut s = String::new();
+    if counts.any_failure() {
+        s.push_str("FAILED: ");
+    }
+    s.push_str(&format!(
+        "{} probe(s), {} passed, {} failed",
+        counts.probes,
+        counts.probes - counts.failed,
+        counts.failed
+    ));
+    if counts.convergence_checks > 0 {
+        s.push_str(&format!(
+            "; {} convergence check(s), {} failed",
+            counts.convergence_checks, counts.not_converged
+        ));
+    }
+    if counts.other > 0 {
+        s.push_str(&format!("; {} run(s) failed otherwise", counts.other));
+    }
+    if counts.errored > 0 {
+        s.push_str(&format!(
+            "; {} scenario run(s) errored (below)",
+            counts.errored
+        ));
     }
     s.push_str(&format!("; {runs} run(s) in {}", seconds(elapsed)));
     s

@@ -25,6 +25,9 @@ use anyhow::{Context, Result};
 use probes::ProbeGroup;
 use std::time::Duration;
 
+/// How a violation of a step's convergence check ends: `… after step `NAME` ` and this.
+pub const NOT_CONVERGED: &str = "(a fresh node synced to the same state differs)";
+
 /// The outcome of running a scenario: what was observed, and which expectations failed.
 #[derive(Debug, Clone)]
 pub struct ScenarioRun {
@@ -152,8 +155,7 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
         timing.fresh_syncs.push(fresh_sync);
         judged.violations.extend(not_converged.iter().map(|d| {
             format!(
-                "{} [{}]: {d} after step `{name}` (a fresh node synced to the same state \
-                 differs)",
+                "{} [{}]: {d} after step `{name}` {NOT_CONVERGED}",
                 scenario.name,
                 proxier.label()
             )

@@ -190,9 +190,8 @@ pub fn run(args: Args) -> Result<()> {
     if let Some((path, format)) = report {
         write(path, kpct::report::document::render(format, &results))?;
     }
-    let failed =
-        results.runs.iter().any(|r| !r.violations.is_empty()) || !results.errors.is_empty();
-    if failed {
+    // The rule every output follows too.
+    if results.counts().any_failure() {
         std::process::exit(1);
     }
     Ok(())
