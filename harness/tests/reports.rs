@@ -742,3 +742,53 @@ async fn a_convergence_failure_fails_every_output() {
         "{report}"
     );
 }
+
+/// Two `exec:` proxiers that differ by one flag are two proxiers in every output, and
+/// `NAME=SPEC` labels one NAME everywhere; two with the same label are refused before anything
+/// runs, as a usage error.
+#[test]
+fn proxiers_are_named_as_given_in_every_output() {
+    let dir = std::env::temp_dir().join(format!("kpct-test-{}-named", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (junit, json) = (dir.join("j.xml"), dir.join("r.json"));
+    let out = run_udp_scenario_with(&[
+        "--proxier",
+        "exec:false --a",
+        "--proxier",
+        "v2=exec:false --b",
+        "--junit",
+        junit.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("clusterip-udp × exec:false --a:") && table.contains("clusterip-udp × v2:"),
+        "{table}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    validate_junit(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+    assert!(
+        xml.contains("name=\"clusterip-udp@exec:false --a\"")
+            && xml.contains("name=\"clusterip-udp@v2\""),
+        "{xml}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let named: Vec<&str> = doc["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["proxier"].as_str().unwrap())
+        .collect();
+    assert_eq!(named, ["exec:false --a", "v2"], "{doc:#}");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let same = run_udp_scenario_with(&["--proxier", "exec:false", "--proxier", "exec:false"]);
+    assert_eq!(same.status.code(), Some(2), "a usage error: {same:?}");
+    assert!(
+        String::from_utf8_lossy(&same.stderr).contains("two proxiers are labelled `exec:false`"),
+        "{same:?}"
+    );
+}

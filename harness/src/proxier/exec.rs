@@ -238,7 +238,7 @@ impl ExecProxier {
         Ok(proxier)
     }
 
-    fn command_line(&self) -> String {
+    pub(crate) fn command_line(&self) -> String {
         std::iter::once(self.program.as_str())
             .chain(self.args.iter().map(String::as_str))
             .collect::<Vec<_>>()

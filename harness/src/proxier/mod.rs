@@ -116,6 +116,7 @@ pub const BUILTIN: [&str; 3] = [
 /// `exec:` proxier is only known by what it programs: one that writes IPVS services on a kernel
 /// without IP_VS fails when they are applied, saying so.
 pub fn needs_ipvs(spec: &str) -> bool {
+    let spec = programmer::Named::split(spec).map_or(spec, |(_, inner)| inner);
     if let Some(dir) = spec.strip_prefix("replay:") {
         return replay::Replay::new(dir).captures_ipvs();
     }

@@ -28,6 +28,9 @@ pub struct Results {
     pub environment: Environment,
     /// Scenario name → the file it came from, for the `kpct trace` command of a failing probe.
     pub files: BTreeMap<String, PathBuf>,
+    /// Proxier label → the `--proxier` spec that builds it again (`NAME=SPEC` when named), for
+    /// the suggested commands; a label missing here is its own spec.
+    pub specs: BTreeMap<String, String>,
     pub started: SystemTime,
     /// The whole invocation, wall clock.
     pub elapsed: Duration,
@@ -42,6 +45,7 @@ impl Results {
             errors,
             environment,
             files: BTreeMap::new(),
+            specs: BTreeMap::new(),
             started: SystemTime::UNIX_EPOCH,
             elapsed: Duration::ZERO,
         }
@@ -76,7 +80,11 @@ impl Results {
             "sudo ci/kpct.sh trace {} {} --proxier {}",
             shell_word(&file.display().to_string()),
             shell_word(probe),
-            shell_word(&run.observation.proxier)
+            shell_word(
+                self.specs
+                    .get(&run.observation.proxier)
+                    .unwrap_or(&run.observation.proxier)
+            )
         )
     }
 

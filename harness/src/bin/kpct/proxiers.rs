@@ -55,8 +55,16 @@ pub fn builtin(name: &str, way_out: &str) -> Result<Box<dyn kpct::proxier::Proxi
 }
 
 /// A built-in (`kube-proxy-ipvs`, `kube-proxy-iptables`, `kube-proxy-nftables`),
-/// `exec:COMMAND [ARGS]`, `replay:DIR` or `kube-proxy:MODE[:PATH|:VERSION]`.
+/// `exec:COMMAND [ARGS]`, `replay:DIR` or `kube-proxy:MODE[:PATH|:VERSION]`, or any of them as
+/// `NAME=SPEC`, labelled NAME.
 pub fn from_spec(spec: &str) -> Result<Box<dyn kpct::run::NodeProgrammer>> {
+    if let Some((name, inner)) = kpct::proxier::programmer::Named::split(spec) {
+        return Ok(Box::new(kpct::proxier::programmer::Named::new(
+            name,
+            inner,
+            from_spec(inner)?,
+        )?));
+    }
     if kpct::proxier::real::RealProxier::is_spec(spec) {
         return Ok(Box::new(kpct::proxier::real::RealProxier::from_spec(spec)?));
     }

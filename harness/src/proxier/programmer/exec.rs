@@ -10,7 +10,8 @@ use anyhow::{Context, Result};
 
 impl NodeProgrammer for ExecProxier {
     fn label(&self) -> String {
-        format!("exec:{}", self.program)
+        // The whole command line: two versions that differ by a flag are two proxiers.
+        format!("exec:{}", self.command_line())
     }
     /// Unknown: an external proxier may balance at random, so only sets are recorded.
     fn random_choice(&self) -> bool {

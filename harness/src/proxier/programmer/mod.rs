@@ -7,10 +7,12 @@
 //! capture ([`replay`]). A real proxier process per node, fed by an API server, is one more.
 
 mod exec;
+mod named;
 mod pure;
 mod replay;
 mod summary;
 
+pub use named::Named;
 pub use summary::NodeSummary;
 pub(crate) use summary::{summarize, summarize_effective};
 
@@ -25,7 +27,13 @@ use anyhow::{Context, Result};
 /// ([`crate::parallel`]), so `Send + Sync`; what one run needs it keeps in the
 /// [`RunProgrammer`] it begins.
 pub trait NodeProgrammer: Send + Sync {
+    /// How every output names it.
     fn label(&self) -> String;
+    /// What `--proxier` takes to build it again (the label, unless named: `NAME=SPEC`), for
+    /// the commands an output suggests.
+    fn spec(&self) -> String {
+        self.label()
+    }
     /// Backend choice random by design: record sets of backends, not sequences.
     fn random_choice(&self) -> bool;
 

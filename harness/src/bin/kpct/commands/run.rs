@@ -78,9 +78,20 @@ pub fn run(args: Args) -> Result<()> {
         proxiers::ensure_ipvs("run it through `sudo ci/kpct.sh run …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
     }
     let labels: Vec<String> = proxiers.iter().map(|p| p.label()).collect();
+    for (i, label) in labels.iter().enumerate() {
+        if labels[..i].contains(label) {
+            anyhow::bail!(
+                "two proxiers are labelled `{label}`: name them apart, `--proxier NAME=SPEC`"
+            );
+        }
+    }
+    // expectFor may name a proxier by its label or by the built-in it is judged as.
+    let mut known = labels.clone();
+    known.extend(proxiers.iter().map(|p| p.expectations_of()));
+    known.dedup();
     let chosen = selected(
         &kpct::scenario::files(&super::or_library(&args.scenarios))?,
-        &labels,
+        &known,
         &args.probes,
     )?;
     let files: std::collections::BTreeMap<String, PathBuf> = chosen
@@ -114,6 +125,7 @@ pub fn run(args: Args) -> Result<()> {
     let workers = super::jobs(args.jobs)?;
     let mut results = kpct::report::Results {
         files,
+        specs: proxiers.iter().map(|p| (p.label(), p.spec())).collect(),
         started: std::time::SystemTime::now(),
         ..kpct::report::Results::new(
             Vec::new(),
