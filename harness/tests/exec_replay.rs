@@ -934,3 +934,50 @@ print("*ip6:nat\n%s\nCOMMIT" % "\n".join(rules))
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(run.violations, Vec::<String>::new());
 }
+
+/// `kpct input` prints exactly what an `exec:` proxier gets on stdin: for every node, the first
+/// sync's document and each step's are among those a recording proxier received in a run.
+#[test]
+fn kpct_input_prints_what_an_exec_proxier_reads() {
+    let dir = scratch_dir("input-recorded");
+    let script = dir.join("record.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncat > \"$(mktemp \"$1/$KPCT_NODE.XXXXXX\")\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let spec = format!("exec:{} {}", script.display(), dir.display());
+    let scenario = "scenarios/transition-scale-down-up.yaml";
+    // It programs nothing, so its probes fail; what it read is what counts.
+    let _ = common::kpct_command(&["run", "--scenario", scenario, "--proxier", &spec])
+        .env("KPCT_PROBE_TIMEOUT_MS", "100")
+        .output()
+        .expect("kpct runs");
+    for node in ["node-a", "node-b"] {
+        let received: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&format!("{node}.")))
+            })
+            .map(|p| std::fs::read_to_string(p).unwrap())
+            .collect();
+        for step in [None, Some("scale-down"), Some("scale-up")] {
+            let mut args = vec!["input", scenario, "--node", node];
+            if let Some(step) = step {
+                args.extend(["--step", step]);
+            }
+            let out = common::kpct(&args);
+            assert!(out.status.success(), "{out:?}");
+            let printed = String::from_utf8(out.stdout).unwrap();
+            assert!(
+                received.iter().any(|r| r.trim_end() == printed.trim_end()),
+                "{node} {step:?}: kpct input printed\n{printed}\nbut the proxier received {} other document(s)",
+                received.len()
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

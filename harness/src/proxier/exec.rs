@@ -211,6 +211,65 @@ pub fn step_input_for(
     }
 }
 
+/// The document an `exec:` proxier gets on stdin for `node` of `scenario`: its first sync
+/// (`step: None`), or the re-sync after the step named `step` (knowing the state before it,
+/// unless that step restarts the proxier), as a run builds it ([`crate::run::Staged`]).
+pub fn input_at(
+    scenario: &crate::scenario::Scenario,
+    node: &str,
+    step: Option<&str>,
+) -> anyhow::Result<ProxierInput> {
+    use crate::scenario::{cluster_state, node_context, state_at, step_name};
+    let names: Vec<String> = scenario
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(k, st)| step_name(st, k))
+        .collect();
+    let k = match step {
+        None => None,
+        Some(name) => Some(names.iter().position(|n| n == name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} has no step `{name}` (its steps: {})",
+                scenario.name,
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )
+        })?),
+    };
+    let state = state_at(scenario, k).scenario;
+    let ctx = node_context(&state, node).ok_or_else(|| {
+        anyhow::anyhow!(
+            "{} has no node `{node}` (its nodes: {})",
+            scenario.name,
+            state
+                .topology
+                .nodes
+                .iter()
+                .map(|n| n.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })?;
+    let cluster = cluster_state(&state);
+    Ok(match k {
+        None => input_for(&cluster, &ctx),
+        Some(k) => {
+            let previous = (!scenario.steps[k].restart_proxier)
+                .then(|| cluster_state(&state_at(scenario, k.checked_sub(1)).scenario));
+            step_input_for(&cluster, &ctx, &names[k], previous.as_ref())
+        }
+    })
+}
+
+/// `input` as the proxier reads it on stdin.
+pub fn input_text(input: &ProxierInput) -> serde_json::Result<String> {
+    serde_json::to_string_pretty(input)
+}
+
 impl ExecProxier {
     pub fn new(program: impl Into<String>, args: Vec<String>) -> ExecProxier {
         ExecProxier {
@@ -249,7 +308,7 @@ impl ExecProxier {
     pub fn run(&self, ns: &Netns, input: &ProxierInput) -> Result<ExecOutcome, ExecError> {
         let node = input.node.name.clone();
         let command = self.command_line();
-        let json = serde_json::to_string_pretty(input).map_err(|source| ExecError::Input {
+        let json = input_text(input).map_err(|source| ExecError::Input {
             node: node.clone(),
             source,
         })?;

@@ -33,6 +33,9 @@ enum Command {
     /// kernel: in the suite's text format or as one tool would show it. With `--diff`, a
     /// unified diff against a second proxier's instead (exit 1 when they differ).
     Program(program::Args),
+    /// Print the JSON document an `exec:` proxier gets on stdin for one node of a scenario, at
+    /// its first sync or after a step (schema: harness/src/proxier/exec-schema.md).
+    Input(input::Args),
     /// Validate scenario files, run them against the built-ins and write each observation as a
     /// pending snapshot for `cargo insta review` (nothing when the golden one already says it):
     /// a new scenario's goldens without the whole suite. Exit 1 if an expectation fails.
@@ -63,6 +66,7 @@ fn main() {
         Command::Validate(args) => validate::run(args),
         Command::Program(args) => program::run(args),
         Command::Record(args) => record::run(args),
+        Command::Input(args) => input::run(args),
         Command::DiffProgramming(args) => diff_programming::run(args),
         Command::Soak(args) => soak::run(args),
         Command::ScenarioTable(args) => scenario_table::run(args),

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod caps;
 pub mod cleanup;
 pub mod diff_programming;
+pub mod input;
 pub mod lab;
 pub mod program;
 pub mod record;
