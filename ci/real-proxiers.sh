@@ -5,8 +5,8 @@
 #   ci/real-proxiers.sh [--check-only] [--all | VERSION...]
 #     VERSION       a directory under ci/real-proxiers/ (v1.37.2, kube-router-v2.10.0) or the
 #                   binary's name (kube-proxy-v1.37.2); default: the CI set, kube-proxy v1.37.2
-#                   and v1.34.4 (what the tests run; each cold build costs ~5 min of CI's 40)
-#     --all         every directory there (kube-router too)
+#                   (what CI's tests run; each cold build costs 5-7 min of CI's 40)
+#     --all         every directory there (v1.34.4 and kube-router too)
 #     --check-only  build nothing: exit 1 if a binary is missing or stale, naming it
 #
 # Each directory ci/real-proxiers/<version> (kube-proxy) or ci/real-proxiers/<program>-<version>
@@ -40,7 +40,7 @@ recipe="CGO_ENABLED=0 go build -mod=readonly -trimpath -buildvcs=false -ldflags=
 check_only=0
 all=0
 # The CI set: what ci/install-deps.sh builds and checks, and what the real_* tests need.
-ci_set=(v1.37.2 v1.34.4)
+ci_set=("v1.37.2")
 wanted=()
 for arg in "$@"; do
   case "$arg" in

@@ -37,6 +37,8 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
     ),
     // The real proxiers ci/real-proxiers.sh builds (target/real-proxiers/), asked for --version.
     ("harness/tests/real_proxiers_build.rs", "&path", &[]),
+    // The same, when a programming comparison asks a real kube-proxy for its version.
+    ("harness/src/programming_diff/mod.rs", "&real.binary", &[]),
     // A replay capture's tools, passed through a closure.
     ("harness/src/proxier/replay.rs", "program", &[]),
     // The trace monitor: xtables-monitor, or nft where a node holds nftables tables.

@@ -15,7 +15,7 @@ const BUILD: &str =
 
 /// What `ci/real-proxiers.sh` builds without arguments (its `ci_set`), which the `real_*` tests
 /// run.
-const CI_SET: [&str; 2] = ["kube-proxy-v1.37.2", "kube-proxy-v1.34.4"];
+const CI_SET: [&str; 1] = ["kube-proxy-v1.37.2"];
 
 /// Each directory of ci/real-proxiers/ and the binary built from it: `v1.37.2` is kube-proxy's
 /// (`kube-proxy-v1.37.2`), `kube-router-v2.10.0` names its program.
