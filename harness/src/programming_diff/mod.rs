@@ -99,18 +99,7 @@ pub async fn read_programming<P: NodeProgrammer + ?Sized>(
     scenario: &Scenario,
     proxier: &P,
 ) -> Result<ProgrammingTrace> {
-    if let Some(why) = proxier.scenario_problem(scenario) {
-        anyhow::bail!(
-            "{} cannot run against {}: {why}",
-            scenario.name,
-            proxier.label()
-        );
-    }
-    if !scenario.steps.is_empty() {
-        if let Some(why) = proxier.steps_problem(scenario) {
-            anyhow::bail!("{}: {why}", scenario.name);
-        }
-    }
+    crate::run::refusal(scenario, proxier)?;
     let mut staged = crate::run::stage(scenario, proxier).await?;
     let mut phases = vec![Phase {
         name: INITIAL.to_string(),

@@ -80,15 +80,9 @@ impl Timing {
     }
 }
 
-/// Runs `scenario` against `proxier` in freshly built namespaces, removed afterwards: the
-/// initial probes, then each step (its changes, a re-sync of every node, the convergence
-/// check, its probes).
-pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
-    scenario: &Scenario,
-    proxier: &P,
-    patience: impl Into<Patience>,
-) -> Result<ScenarioRun> {
-    let patience = patience.into();
+/// Refuses `scenario` before anything is built when `proxier` cannot take it, or cannot take
+/// its steps, with the reason.
+pub fn refusal<P: NodeProgrammer + ?Sized>(scenario: &Scenario, proxier: &P) -> Result<()> {
     if let Some(why) = proxier.scenario_problem(scenario) {
         anyhow::bail!(
             "{} cannot run against {}: {why}",
@@ -101,6 +95,19 @@ pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
             anyhow::bail!("{}: {why}", scenario.name);
         }
     }
+    Ok(())
+}
+
+/// Runs `scenario` against `proxier` in freshly built namespaces, removed afterwards: the
+/// initial probes, then each step (its changes, a re-sync of every node, the convergence
+/// check, its probes).
+pub async fn run_scenario<P: NodeProgrammer + ?Sized>(
+    scenario: &Scenario,
+    proxier: &P,
+    patience: impl Into<Patience>,
+) -> Result<ScenarioRun> {
+    let patience = patience.into();
+    refusal(scenario, proxier)?;
     let (started_at, started) = (std::time::SystemTime::now(), std::time::Instant::now());
     let mut staged = stage(scenario, proxier).await?;
     let mut timing = Timing {
