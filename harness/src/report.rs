@@ -29,6 +29,11 @@ pub fn convergence_violations<'a>(run: &'a ScenarioRun, step: &str) -> Vec<&'a S
     run.violations.iter().filter(|v| v.contains(&tag)).collect()
 }
 
+/// Whether `step` of `run` failed its convergence check: a node differed from a fresh one.
+pub fn not_converged(run: &ScenarioRun, step: &crate::run::StepObservation) -> bool {
+    !step.converged || !convergence_violations(run, &step.step).is_empty()
+}
+
 /// The violated-expectation lines of `run` that no probe and no convergence check owns: none
 /// are written today, but one would fail the run, so every output shows them as the run's.
 pub fn run_violations(run: &ScenarioRun) -> Vec<&String> {

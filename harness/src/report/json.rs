@@ -136,12 +136,10 @@ pub fn json(results: &Results) -> serde_json::Result<String> {
                     .iter()
                     .map(|step| Step {
                         name: &step.step,
-                        converged: if step.converged
-                            && super::convergence_violations(run, &step.step).is_empty()
-                        {
-                            Outcome::Pass
-                        } else {
+                        converged: if super::not_converged(run, step) {
                             Outcome::Fail
+                        } else {
+                            Outcome::Pass
                         },
                         differences: &step.not_converged,
                     })

@@ -6,7 +6,9 @@
 
 use super::markup::xml_escape as esc;
 use super::results::{timestamp, Results};
-use super::{converged_name, convergence_violations, probe_violations, run_violations};
+use super::{
+    converged_name, convergence_violations, not_converged, probe_violations, run_violations,
+};
 use crate::run::ScenarioRun;
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -34,7 +36,7 @@ pub fn junit(results: &Results) -> String {
             + r.observation
                 .steps
                 .iter()
-                .filter(|s| !s.converged || !convergence_violations(r, &s.step).is_empty())
+                .filter(|s| not_converged(r, s))
                 .count()
             + usize::from(!run_violations(r).is_empty())
     };
@@ -130,7 +132,7 @@ pub fn junit(results: &Results) -> String {
                         .unwrap_or_default()
                 )
             );
-            if step.converged && mine.is_empty() {
+            if !not_converged(run, step) {
                 out.push_str("/>\n");
                 continue;
             }

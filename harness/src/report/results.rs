@@ -102,7 +102,7 @@ impl Results {
         self.runs
             .iter()
             .flat_map(|r| r.observation.steps.iter().map(move |s| (r, s)))
-            .filter(|(r, s)| !s.converged || !super::convergence_violations(r, &s.step).is_empty())
+            .filter(|(r, s)| super::not_converged(r, s))
             .collect()
     }
 

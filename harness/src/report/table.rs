@@ -4,7 +4,7 @@
 
 use super::results::Results;
 use super::{
-    converged_name, convergence_violations, dedup, probe_violations, run_violations, shots, spelled,
+    converged_name, dedup, not_converged, probe_violations, run_violations, shots, spelled,
 };
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -85,7 +85,7 @@ pub fn table(results: &Results, style: Style) -> String {
         // Each step's convergence check is a row of its own, before the step's probes.
         let mut rows: Vec<[String; 4]> = obs.probes.iter().map(probe_row).collect();
         for step in &obs.steps {
-            let failed = !step.converged || !convergence_violations(run, &step.step).is_empty();
+            let failed = not_converged(run, step);
             rows.push([
                 if failed { "FAIL" } else { "pass" }.to_string(),
                 converged_name(&step.step),
