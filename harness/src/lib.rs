@@ -2,6 +2,7 @@
 pub mod api_objects;
 pub mod apiserver;
 pub mod backends;
+pub mod baseline;
 pub mod bench;
 pub mod caps;
 pub mod capture;

@@ -79,6 +79,10 @@ pub struct Service {
     pub timeout: u32,
     /// Persistence netmask as a prefix length (32 / 128 for none).
     pub netmask_prefix: u8,
+    /// An IPv4 persistence mask that is no prefix, as the kernel holds it (it takes any:
+    /// kube-router writes the prefix length 32 where an IPv4 mask belongs, which the kernel
+    /// reads as 32.0.0.0); `netmask_prefix` is then 0 and means nothing.
+    pub odd_netmask: Option<std::net::Ipv4Addr>,
     /// Persistence engine (e.g. "sip"), rarely used.
     pub pe_name: Option<String>,
 }
@@ -256,6 +260,7 @@ impl Service {
             flags: ServiceFlags::default(),
             timeout: 0,
             netmask_prefix: key.full_prefix(),
+            odd_netmask: None,
             pe_name: None,
         }
     }

@@ -240,7 +240,8 @@ async fn dispatch(
             let opts = query::list_options(kind, query_text, name.as_deref())?;
             if opts.watch || watch_path {
                 let req = WatchRequest::new(kind, namespace, opts)?;
-                let body = watch::start(Arc::clone(&ctx.shared), req, ctx.stop.clone());
+                let body =
+                    watch::start(Arc::clone(&ctx.shared), req, ctx.stop.clone(), &ctx.client);
                 return Ok(Reply {
                     status: StatusCode::OK,
                     content_type: JSON,

@@ -15,6 +15,7 @@ mod http;
 mod list;
 mod listen;
 mod log;
+mod progress;
 mod query;
 mod resources;
 mod route;
@@ -26,6 +27,7 @@ mod writes;
 
 pub use delivery::Delivered;
 pub use log::{PostedEvent, RequestRecord};
+pub use progress::Behind;
 pub use store::ChangeType;
 
 use crate::api_objects::ClusterObjects;
@@ -51,6 +53,8 @@ pub(crate) struct Shared {
     pub(crate) events: Mutex<writes::EventStore>,
     /// Watch streams open now.
     pub(crate) watches: AtomicUsize,
+    /// How far each open watch stream has got.
+    pub(crate) progress: Arc<progress::Progress>,
 }
 
 /// The server: one thread running its own runtime; dropping it stops everything.
@@ -142,6 +146,7 @@ impl ApiServer {
                 log: log::Log::default(),
                 events: Mutex::new(writes::EventStore::default()),
                 watches: AtomicUsize::new(0),
+                progress: Arc::default(),
             }),
             runtime,
             clients: Mutex::new(BTreeMap::new()),
@@ -250,6 +255,25 @@ impl ApiServer {
     /// relist is exercised.
     pub fn compact(&self) {
         lock(&self.shared.store).compact();
+    }
+
+    /// The cluster's resourceVersion now.
+    pub fn resource_version(&self) -> u64 {
+        lock(&self.shared.store).rv()
+    }
+
+    /// Waits up to `limit` until `client` has a watch open and every watch it has open has
+    /// been handed every event up to `resource_version` (or passed it by as outside its
+    /// selection): the proxier has been sent all of a publication.
+    pub fn wait_sent(
+        &self,
+        client: &str,
+        resource_version: u64,
+        limit: std::time::Duration,
+    ) -> std::result::Result<(), Behind> {
+        self.shared
+            .progress
+            .wait_past(client, resource_version, limit)
     }
 
     /// Every request so far, in arrival order.

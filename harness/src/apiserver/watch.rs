@@ -103,18 +103,37 @@ fn convert(req: &WatchRequest, event: &Event) -> Option<Bytes> {
     }
 }
 
-/// Starts streaming `req` to the client: the response body.
-pub(crate) fn start(shared: Arc<Shared>, req: WatchRequest, stop: watch::Receiver<bool>) -> Body {
-    let (tx, rx) = mpsc::channel::<Bytes>(64);
+/// What the streaming task hands the response body: a frame to send, or word that everything
+/// up to a resourceVersion has been handed over (recorded once the connection takes the
+/// frames before it, see [`super::progress`]).
+enum Item {
+    Frame(Bytes),
+    Past(u64),
+}
+
+/// Starts streaming `req` to `client`: the response body.
+pub(crate) fn start(
+    shared: Arc<Shared>,
+    req: WatchRequest,
+    stop: watch::Receiver<bool>,
+    client: &str,
+) -> Body {
+    let (tx, rx) = mpsc::channel::<Item>(64);
+    let progress = shared.progress.open(client);
     tokio::spawn(async move {
         shared.watches.fetch_add(1, Ordering::SeqCst);
         run(&shared, &req, &tx, stop).await;
         shared.watches.fetch_sub(1, Ordering::SeqCst);
     });
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|bytes| (Ok::<_, std::io::Error>(bytes), rx))
+    let stream = futures::stream::unfold((rx, progress), |(mut rx, progress)| async move {
+        loop {
+            match rx.recv().await? {
+                Item::Frame(bytes) => {
+                    return Some((Ok::<_, std::io::Error>(bytes), (rx, progress)))
+                }
+                Item::Past(rv) => progress.past(rv),
+            }
+        }
     });
     Body::from_stream(stream)
 }
@@ -122,7 +141,7 @@ pub(crate) fn start(shared: Arc<Shared>, req: WatchRequest, stop: watch::Receive
 async fn run(
     shared: &Shared,
     req: &WatchRequest,
-    tx: &mpsc::Sender<Bytes>,
+    tx: &mpsc::Sender<Item>,
     mut stop: watch::Receiver<bool>,
 ) {
     let timeout = match req.opts.timeout_seconds {
@@ -131,7 +150,7 @@ async fn run(
     };
     let started = Instant::now();
     let deadline = started + timeout;
-    let send = |bytes: Bytes| async move { tx.send(bytes).await.is_ok() };
+    let send = |bytes: Bytes| async move { tx.send(Item::Frame(bytes)).await.is_ok() };
     let Some(mut position) = initial(shared, req, tx).await else {
         return;
     };
@@ -165,6 +184,9 @@ async fn run(
             }
         }
         position = position.max(current);
+        if tx.send(Item::Past(position)).await.is_err() {
+            return;
+        }
         let bookmark_due = tokio::select! {
             changed = changes.changed() => {
                 if changed.is_err() {
@@ -199,12 +221,13 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 
 /// Sends what comes before the live events; returns the RV the live events follow, or None
 /// when the stream ends here.
-async fn initial(shared: &Shared, req: &WatchRequest, tx: &mpsc::Sender<Bytes>) -> Option<u64> {
+async fn initial(shared: &Shared, req: &WatchRequest, tx: &mpsc::Sender<Item>) -> Option<u64> {
+    let send = |bytes: Bytes| async move { tx.send(Item::Frame(bytes)).await.ok() };
     let send_initial = req.opts.send_initial_events;
     if send_initial == Some(true) {
         if req.rv > 0 {
             if let Err(now) = wait_for(shared, req.rv).await {
-                let _ = tx.send(error(&status::too_large_rv(req.rv, now, 1))).await;
+                let _ = send(error(&status::too_large_rv(req.rv, now, 1))).await;
                 return None;
             }
         }
@@ -216,11 +239,11 @@ async fn initial(shared: &Shared, req: &WatchRequest, tx: &mpsc::Sender<Bytes>) 
             .iter()
             .filter(|(_, o)| selected(req.kind, req.namespace.as_deref(), &req.opts, o))
         {
-            tx.send(frame("ADDED", obj)).await.ok()?;
+            send(frame("ADDED", obj)).await?;
         }
         // Only a watch that allows bookmarks is a WatchList (cacher.go isListWatchRequest).
         if req.opts.allow_watch_bookmarks {
-            tx.send(bookmark(req.kind, at, true)).await.ok()?;
+            send(bookmark(req.kind, at, true)).await?;
         }
         return Some(at);
     }
@@ -235,7 +258,7 @@ async fn initial(shared: &Shared, req: &WatchRequest, tx: &mpsc::Sender<Bytes>) 
                 .iter()
                 .filter(|(_, o)| selected(req.kind, req.namespace.as_deref(), &req.opts, o))
             {
-                tx.send(frame("ADDED", obj)).await.ok()?;
+                send(frame("ADDED", obj)).await?;
             }
         }
         return Some(store_rv);
@@ -246,7 +269,7 @@ async fn initial(shared: &Shared, req: &WatchRequest, tx: &mpsc::Sender<Bytes>) 
             format!("too old resource version: {} ({compacted})", req.rv),
             None,
         );
-        let _ = tx.send(error(&e)).await;
+        let _ = send(error(&e)).await;
         return None;
     }
     Some(req.rv)

@@ -28,24 +28,46 @@ pub fn junit(results: &Results) -> String {
             + r.observation.steps.len()
             + usize::from(!run_violations(r).is_empty())
     };
-    let failing = |r: &ScenarioRun| {
-        r.observation
+    let accepted = |r: &ScenarioRun, testcase: &str| {
+        results.accepted.contains(&(
+            r.observation.scenario.clone(),
+            r.observation.proxier.clone(),
+            testcase.to_string(),
+        ))
+    };
+    // Failing checks, and those of them a baseline accepts (reported skipped).
+    let failing_and_accepted = |r: &ScenarioRun| {
+        let probes = r
+            .observation
             .all_probes()
             .filter(|p| !probe_violations(r, &p.probe).is_empty())
-            .count()
-            + r.observation
-                .steps
-                .iter()
-                .filter(|s| not_converged(r, s))
-                .count()
-            + usize::from(!run_violations(r).is_empty())
+            .map(|p| p.probe.clone());
+        let steps = r
+            .observation
+            .steps
+            .iter()
+            .filter(|s| not_converged(r, s))
+            .map(|s| converged_name(&s.step));
+        let all: Vec<String> = probes.chain(steps).collect();
+        let skipped = all.iter().filter(|t| accepted(r, t)).count();
+        (
+            all.len() - skipped + usize::from(!run_violations(r).is_empty()),
+            skipped,
+        )
     };
+    let failing = |r: &ScenarioRun| failing_and_accepted(r).0;
+    let error_accepted = |e: &super::results::RunError| {
+        results
+            .accepted
+            .contains(&(e.scenario.clone(), e.proxier.clone(), "setup".to_string()))
+    };
+    // `<testsuites>` has no `skipped` in the JUnit schema: each `<testsuite>` counts its own.
+    let errored = errors.iter().filter(|e| !error_accepted(e)).count();
     let _ = writeln!(
         out,
-        "<testsuites name=\"kpct\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{}\">",
+        "<testsuites name=\"kpct\" tests=\"{}\" failures=\"{}\" errors=\"{errored}\" time=\"{}\">",
         runs.iter().map(checks).sum::<usize>() + counts.errored,
         runs.iter().map(failing).sum::<usize>(),
-        counts.errored,
         secs(results.elapsed)
     );
     let mut properties = String::from("    <properties>\n");
@@ -63,9 +85,10 @@ pub fn junit(results: &Results) -> String {
         let class = classname(&obs.proxier, &obs.scenario);
         let _ = writeln!(
             out,
-            "  <testsuite name=\"{suite}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"0\" time=\"{}\" timestamp=\"{}\">",
+            "  <testsuite name=\"{suite}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{}\" timestamp=\"{}\">",
             checks(run),
             failing(run),
+            failing_and_accepted(run).1,
             secs(run.timing.total()),
             timestamp(run.timing.started)
         );
@@ -113,9 +136,8 @@ pub fn junit(results: &Results) -> String {
             }
             let _ = writeln!(
                 out,
-                ">\n      <failure type=\"expectation\" message=\"{}\">{}</failure>\n    </testcase>",
-                esc(mine[0]),
-                esc(&body)
+                ">\n      {}\n    </testcase>",
+                failure(accepted(run, &probe.probe), "expectation", mine[0], &body)
             );
         }
         for step in &obs.steps {
@@ -147,9 +169,13 @@ pub fn junit(results: &Results) -> String {
             let message = body.lines().next().unwrap_or("not converged").to_string();
             let _ = writeln!(
                 out,
-                ">\n      <failure type=\"convergence\" message=\"{}\">{}</failure>\n    </testcase>",
-                esc(&message),
-                esc(&body)
+                ">\n      {}\n    </testcase>",
+                failure(
+                    accepted(run, &converged_name(&step.step)),
+                    "convergence",
+                    &message,
+                    &body
+                )
             );
         }
         let own = run_violations(run);
@@ -170,18 +196,48 @@ pub fn junit(results: &Results) -> String {
     }
     for e in errors {
         let suite = esc(&format!("{}@{}", e.scenario, e.proxier));
+        let first = e.message.lines().next().unwrap_or_default();
+        let (errors, skipped, case) = if error_accepted(e) {
+            (0, 1, failure(true, "setup", first, &e.message))
+        } else {
+            (
+                1,
+                0,
+                format!(
+                    "<error type=\"setup\" message=\"{}\">{}</error>",
+                    esc(first),
+                    esc(&e.message)
+                ),
+            )
+        };
         let _ = writeln!(
             out,
-            "  <testsuite name=\"{suite}\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"{}\">\n{properties}    <testcase classname=\"{}\" name=\"setup\" time=\"{}\">\n      <error type=\"setup\" message=\"{}\">{}</error>\n    </testcase>\n  </testsuite>",
+            "  <testsuite name=\"{suite}\" tests=\"1\" failures=\"0\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"{}\">\n{properties}    <testcase classname=\"{}\" name=\"setup\" time=\"{}\">\n      {case}\n    </testcase>\n  </testsuite>",
             secs(e.elapsed),
             classname(&e.proxier, &e.scenario),
             secs(e.elapsed),
-            esc(e.message.lines().next().unwrap_or_default()),
-            esc(&e.message)
         );
     }
     out.push_str("</testsuites>\n");
     out
+}
+
+/// A failing testcase's element: `<failure>`, or `<skipped>` when a baseline accepts it (the
+/// failure's text kept in its message and body, so nothing is hidden).
+fn failure(accepted: bool, kind: &str, message: &str, body: &str) -> String {
+    if accepted {
+        format!(
+            "<skipped message=\"accepted by the baseline: {}\">{}</skipped>",
+            esc(message),
+            esc(body)
+        )
+    } else {
+        format!(
+            "<failure type=\"{kind}\" message=\"{}\">{}</failure>",
+            esc(message),
+            esc(body)
+        )
+    }
 }
 
 /// `kpct.<proxier>.<scenario>`, escaped; dots inside a proxier's label (`exec:/opt/p.sh`) become

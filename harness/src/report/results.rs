@@ -34,6 +34,9 @@ pub struct Results {
     pub started: SystemTime,
     /// The whole invocation, wall clock.
     pub elapsed: Duration,
+    /// Failures a baseline accepts (`kpct run --baseline`), as (scenario, proxier, testcase:
+    /// a probe's name, `STEP/converged` or `setup`): JUnit reports them skipped, not failed.
+    pub accepted: std::collections::BTreeSet<(String, String, String)>,
 }
 
 impl Results {
@@ -48,6 +51,7 @@ impl Results {
             specs: BTreeMap::new(),
             started: SystemTime::UNIX_EPOCH,
             elapsed: Duration::ZERO,
+            accepted: Default::default(),
         }
     }
 

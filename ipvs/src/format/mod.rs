@@ -49,6 +49,9 @@ fn has_sched_flags(svc: &Service) -> bool {
 
 /// The persistence mask as ipvsadm prints it, or `None` when it is the full-address default.
 fn netmask_text(svc: &Service) -> Option<String> {
+    if let (Some(mask), false) = (svc.odd_netmask, svc.key.is_ipv6()) {
+        return Some(mask.to_string());
+    }
     if svc.key.is_ipv6() {
         (svc.netmask_prefix != 128).then(|| svc.netmask_prefix.to_string())
     } else {

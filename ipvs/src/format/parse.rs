@@ -228,20 +228,19 @@ fn sched_flag_bits(scheduler: &str, arg: &str) -> Result<u32, String> {
     Ok(bits)
 }
 
-fn netmask_prefix(ipv6: bool, text: &str) -> Result<u8, String> {
+/// A prefix length, or an IPv4 mask that is none (the kernel takes any).
+fn netmask_of(ipv6: bool, text: &str) -> Result<(u8, Option<Ipv4Addr>), String> {
     if ipv6 {
-        return number::<u8>(text, 1, 128, "ipv6 netmask");
+        return Ok((number::<u8>(text, 1, 128, "ipv6 netmask")?, None));
     }
     let mask: Ipv4Addr = text
         .parse()
         .map_err(|_| format!("illegal persistent mask `{text}`"))?;
     let m = u32::from(mask);
     if m.leading_ones() + m.trailing_zeros() < 32 {
-        return Err(format!(
-            "persistent mask `{text}` is not a prefix mask (not representable)"
-        ));
+        return Ok((0, Some(mask)));
     }
-    Ok(m.leading_ones() as u8)
+    Ok((m.leading_ones() as u8, None))
 }
 
 fn build_service(opts: &Options) -> Result<Service, String> {
@@ -275,9 +274,9 @@ fn build_service(opts: &Options) -> Result<Service, String> {
             return Err("one-packet scheduling is only for UDP virtual services".into());
         }
     }
-    let netmask_prefix = match &opts.netmask {
-        Some(text) => netmask_prefix(key.is_ipv6(), text)?,
-        None => key.full_prefix(),
+    let (netmask_prefix, odd_netmask) = match &opts.netmask {
+        Some(text) => netmask_of(key.is_ipv6(), text)?,
+        None => (key.full_prefix(), None),
     };
     Ok(Service {
         key,
@@ -285,6 +284,7 @@ fn build_service(opts: &Options) -> Result<Service, String> {
         flags: ServiceFlags(flags),
         timeout,
         netmask_prefix,
+        odd_netmask,
         pe_name: opts.pe.clone(),
     })
 }

@@ -244,11 +244,6 @@ fn parse_errors_name_the_line() {
         ),
         ("-A -t 1.2.3.4:80 -o", 1, "only for UDP"),
         (
-            "-A -t 1.2.3.4:80 -p 5 -M 255.0.255.0",
-            1,
-            "not a prefix mask",
-        ),
-        (
             "-A -t 1.2.3.4:80\n-a -t 1.2.3.4:80 -r [::1]:80 -m",
             2,
             "different address family",
@@ -298,4 +293,21 @@ fn ordering_follows_ipvsadm_wrapping_comparator() {
         order,
         ["200.0.0.1:80", "10.0.0.1:80", "10.0.0.2:80", "100.0.0.1:80"]
     );
+}
+
+/// The kernel keeps any IPv4 persistence mask, and so does ipvsadm (`inet_aton`): one that is no
+/// prefix, as kube-router's 32.0.0.0, reads back and prints as it is.
+#[test]
+fn a_persistence_mask_that_is_no_prefix_round_trips() {
+    let text = "-A -t 1.2.3.4:80 -s rr -p 5 -M 32.0.0.0\n";
+    let parsed = parse_save(text).unwrap();
+    assert_eq!(
+        parsed[0].0.odd_netmask,
+        Some(std::net::Ipv4Addr::new(32, 0, 0, 0))
+    );
+    let table: Vec<_> = parsed
+        .into_iter()
+        .map(|(s, d)| (state(s), d.into_iter().map(dstate).collect()))
+        .collect();
+    assert_eq!(format_save(&table), text);
 }

@@ -54,7 +54,8 @@ pub fn netmask_value(ipv6: bool, prefix: u8) -> u32 {
     }
 }
 
-/// Inverse of [`netmask_value`]; non-contiguous IPv4 masks have no prefix length.
+/// Inverse of [`netmask_value`]; non-contiguous IPv4 masks have no prefix length (see
+/// [`netmask_of`]).
 pub fn netmask_prefix(ipv6: bool, value: u32) -> Result<u8, String> {
     if ipv6 {
         return u8::try_from(value)
@@ -71,6 +72,15 @@ pub fn netmask_prefix(ipv6: bool, value: u32) -> Result<u8, String> {
         ));
     }
     Ok(ones as u8)
+}
+
+/// The persistence mask the kernel holds: a prefix length, or an IPv4 mask that is none.
+pub fn netmask_of(ipv6: bool, value: u32) -> Result<(u8, Option<Ipv4Addr>), String> {
+    match netmask_prefix(ipv6, value) {
+        Ok(prefix) => Ok((prefix, None)),
+        Err(_) if !ipv6 => Ok((0, Some(Ipv4Addr::from(value.to_ne_bytes())))),
+        Err(e) => Err(e),
+    }
 }
 
 pub fn service_key_attrs(key: &ServiceKey) -> Vec<SvcAttr> {
@@ -104,10 +114,10 @@ pub fn service_attrs(svc: &Service) -> Vec<SvcAttr> {
         mask: u32::MAX,
     }));
     attrs.push(SvcAttr::Timeout(svc.timeout));
-    attrs.push(SvcAttr::Netmask(netmask_value(
-        svc.key.is_ipv6(),
-        svc.netmask_prefix,
-    )));
+    attrs.push(SvcAttr::Netmask(match svc.odd_netmask {
+        Some(mask) if !svc.key.is_ipv6() => u32::from_ne_bytes(mask.octets()),
+        _ => netmask_value(svc.key.is_ipv6(), svc.netmask_prefix),
+    }));
     attrs
 }
 
@@ -192,15 +202,9 @@ pub fn service_from_attrs(attrs: &[SvcAttr]) -> Result<ServiceState, String> {
             port: port.ok_or_else(|| missing("IPVS_SVC_ATTR_PORT"))?,
         }
     };
-    let netmask_prefix = match netmask {
-        Some(v) => netmask_prefix(ipv6, v)?,
-        None => {
-            if ipv6 {
-                128
-            } else {
-                32
-            }
-        }
+    let (netmask_prefix, odd_netmask) = match netmask {
+        Some(v) => netmask_of(ipv6, v)?,
+        None => (if ipv6 { 128 } else { 32 }, None),
     };
     Ok(ServiceState {
         service: Service {
@@ -209,6 +213,7 @@ pub fn service_from_attrs(attrs: &[SvcAttr]) -> Result<ServiceState, String> {
             flags: ServiceFlags(flags.ok_or_else(|| missing("IPVS_SVC_ATTR_FLAGS"))?),
             timeout,
             netmask_prefix,
+            odd_netmask,
             pe_name,
         },
         stats: stats64.or(stats).unwrap_or_default(),

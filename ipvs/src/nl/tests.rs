@@ -307,6 +307,18 @@ fn netmask_conversions() {
     // 255.0.255.0 has no prefix length.
     let odd = u32::from_ne_bytes([255, 0, 255, 0]);
     assert!(convert::netmask_prefix(false, odd).is_err());
+    // The kernel keeps it, and it reads back as it is and goes out again unchanged.
+    let (_, mask) = convert::netmask_of(false, odd).unwrap();
+    assert_eq!(mask, Some(std::net::Ipv4Addr::new(255, 0, 255, 0)));
+    let mut svc = Service::new(
+        ServiceKey::FwMark {
+            ipv6: false,
+            mark: 1,
+        },
+        "rr",
+    );
+    svc.odd_netmask = mask;
+    assert!(convert::service_attrs(&svc).contains(&SvcAttr::Netmask(odd)));
     assert_eq!(convert::netmask_prefix(true, 96), Ok(96));
     assert!(convert::netmask_prefix(true, 129).is_err());
 }

@@ -44,6 +44,10 @@ enum Command {
     /// sync and after each step (e.g. a real kube-proxy with the built-in of its mode, whose
     /// known differences are declared). Exit 1 on any difference not declared.
     DiffProgramming(diff_programming::Args),
+    /// Compare two runs' results (`kpct run --json`), scenario by scenario: regressions, fixes,
+    /// failures still there, new and gone checks, changed observations. Exit 1 on a regression
+    /// or a new failing check.
+    Compare(compare::Args),
     /// Run one scenario many times and report whether every observation is identical.
     Soak(soak::Args),
     /// Print the README's scenario table, generated from scenarios/ and harness/snapshots/.
@@ -68,6 +72,7 @@ fn main() {
         Command::Record(args) => record::run(args),
         Command::Input(args) => input::run(args),
         Command::DiffProgramming(args) => diff_programming::run(args),
+        Command::Compare(args) => compare::run(args),
         Command::Soak(args) => soak::run(args),
         Command::ScenarioTable(args) => scenario_table::run(args),
         Command::Lab(args) => lab::run(args),

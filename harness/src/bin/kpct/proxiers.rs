@@ -55,7 +55,8 @@ pub fn builtin(name: &str, way_out: &str) -> Result<Box<dyn kpct::proxier::Proxi
 }
 
 /// A built-in (`kube-proxy-ipvs`, `kube-proxy-iptables`, `kube-proxy-nftables`),
-/// `exec:COMMAND [ARGS]`, `replay:DIR` or `kube-proxy:MODE[:PATH|:VERSION]`, or any of them as
+/// `exec:COMMAND [ARGS]`, `replay:DIR`, `kube-proxy:MODE[:PATH|:VERSION]` or `api:… COMMAND`, or
+/// any of them as
 /// `NAME=SPEC`, labelled NAME.
 pub fn from_spec(spec: &str) -> Result<Box<dyn kpct::run::NodeProgrammer>> {
     if let Some((name, inner)) = kpct::proxier::programmer::Named::split(spec) {
@@ -68,6 +69,9 @@ pub fn from_spec(spec: &str) -> Result<Box<dyn kpct::run::NodeProgrammer>> {
     if kpct::proxier::real::RealProxier::is_spec(spec) {
         return Ok(Box::new(kpct::proxier::real::RealProxier::from_spec(spec)?));
     }
+    if kpct::proxier::real::ApiProxier::is_spec(spec) {
+        return Ok(Box::new(kpct::proxier::real::ApiProxier::from_spec(spec)?));
+    }
     if spec.starts_with("exec:") {
         return Ok(Box::new(kpct::proxier::exec::ExecProxier::from_spec(spec)?));
     }
@@ -79,7 +83,7 @@ pub fn from_spec(spec: &str) -> Result<Box<dyn kpct::run::NodeProgrammer>> {
         .ok_or_else(|| {
             anyhow::anyhow!(
                 "unknown proxier `{spec}` (built-in: {}; or exec:COMMAND, replay:DIR, \
-                 kube-proxy:MODE[:PATH|:VERSION])",
+                 kube-proxy:MODE[:PATH|:VERSION], api:--sync-metric=NAME@PORT COMMAND)",
                 kpct::proxier::BUILTIN.join(", ")
             )
         })

@@ -250,6 +250,7 @@ fn virtual_server(cfg: &Config, sp: &ServicePortInfo, addr: IpAddr, port: u16) -
         flags: ServiceFlags(flags),
         timeout,
         netmask_prefix: crate::scenario::IpFamily::of(addr).host_prefix_len(),
+        odd_netmask: None,
         pe_name: None,
     }
 }

@@ -76,6 +76,12 @@ const ENDPOINT_CHANGES: &str = "kubeproxy_sync_proxy_rules_endpoint_changes_tota
 /// Reads the metrics served at `address` inside `netns`. `Ok(None)` while nothing listens there
 /// yet (a kube-proxy still starting).
 pub fn read(netns: &Netns, address: SocketAddr) -> Result<Option<Metrics>> {
+    Ok(fetch(netns, address)?.map(|text| parse(&text)))
+}
+
+/// The text exposition served at `http://ADDRESS/metrics` inside `netns`; `Ok(None)` while
+/// nothing listens there yet.
+pub fn fetch(netns: &Netns, address: SocketAddr) -> Result<Option<String>> {
     let connected = netns
         .run(move || std::net::TcpStream::connect_timeout(&address, Duration::from_secs(2)))?;
     let mut stream = match connected {
@@ -101,7 +107,7 @@ pub fn read(netns: &Netns, address: SocketAddr) -> Result<Option<Metrics>> {
             head.lines().next().unwrap_or("")
         );
     }
-    Ok(Some(parse(body)))
+    Ok(Some(body.to_string()))
 }
 
 /// The sync metrics in a Prometheus text exposition.

@@ -7,12 +7,15 @@
 //! `ci/real-proxiers.sh` built into `target/real-proxiers/`, and without one the newest built
 //! there is taken. It is judged by the expectations written for the built-in of its mode.
 
+pub mod api;
 pub mod config;
+mod counter;
 mod metrics;
 pub mod process;
-mod session;
+pub(crate) mod session;
 mod sync;
 
+pub use api::ApiProxier;
 pub use config::Mode;
 
 use crate::proxier::programmer::{NodeProgrammer, RunProgrammer};
@@ -194,6 +197,9 @@ impl NodeProgrammer for RealProxier {
     }
 
     fn begin<'a>(&'a self, scenario: &Scenario) -> Result<Box<dyn RunProgrammer + 'a>> {
-        Ok(Box::new(session::RealRun::start(self, scenario)?))
+        Ok(Box::new(session::RealRun::start(
+            session::Program::KubeProxy(self),
+            scenario,
+        )?))
     }
 }

@@ -1,7 +1,9 @@
 //! One run of a real proxier: the API server serving the scenario's cluster, and a proxier
 //! process on every node (and on each fresh twin the convergence check builds).
 
+use super::api::ApiProxier;
 use super::config::KubeProxyConfiguration;
+use super::counter::CounterWatch;
 use super::metrics::Changes;
 use super::process::ProxierProcess;
 use super::sync::SyncWatch;
@@ -25,12 +27,52 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// How long a stopping proxier may take to exit after SIGTERM.
+/// How long a stopping kube-proxy may take to exit after SIGTERM.
 const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// The same for an `api:` proxier: kube-router's shutdown takes more than 10 s under emulation.
+const API_STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// What runs on every node.
+#[derive(Clone, Copy)]
+pub enum Program<'a> {
+    KubeProxy(&'a RealProxier),
+    Api(&'a ApiProxier),
+}
+
+impl Program<'_> {
+    fn stop_grace(&self) -> Duration {
+        match self {
+            Program::KubeProxy(_) => STOP_GRACE,
+            Program::Api(_) => API_STOP_GRACE,
+        }
+    }
+
+    fn timeout(&self) -> Duration {
+        match self {
+            Program::KubeProxy(p) => p.timeout,
+            Program::Api(p) => p.timeout,
+        }
+    }
+
+    /// What its processes are called: `kube-proxy`, or the `api:` command's program.
+    fn name(&self) -> String {
+        match self {
+            Program::KubeProxy(_) => "kube-proxy".to_string(),
+            Program::Api(p) => p.program_name(),
+        }
+    }
+
+    /// Whether it is kube-proxy in nftables mode, whose chain deletion and ServiceCIDR
+    /// handling kpct waits out.
+    fn is_nftables_kube_proxy(&self) -> bool {
+        matches!(self, Program::KubeProxy(p) if p.mode == super::Mode::Nftables)
+    }
+}
 
 /// The real proxier of every node of one run.
 pub struct RealRun<'a> {
-    proxier: &'a RealProxier,
+    program: Program<'a>,
     server: Publisher,
     /// Where each node's configuration and kubeconfig are written; removed with the run.
     dir: ScratchDir,
@@ -97,7 +139,7 @@ impl Publisher {
 }
 
 impl<'a> RealRun<'a> {
-    pub fn start(proxier: &'a RealProxier, scenario: &Scenario) -> Result<RealRun<'a>> {
+    pub fn start(program: Program<'a>, scenario: &Scenario) -> Result<RealRun<'a>> {
         let server = ApiServer::start(with_markers(cluster_objects(scenario), scenario, 0, 0))
             .context("starting the API server")?;
         let families = crate::scenario::cluster_state(scenario)
@@ -105,7 +147,7 @@ impl<'a> RealRun<'a> {
             .map(|c| family_label(c.ip_family))
             .collect();
         Ok(RealRun {
-            proxier,
+            program,
             server: Publisher {
                 server,
                 publications: Default::default(),
@@ -138,11 +180,29 @@ impl<'a> RealRun<'a> {
             &kubeconfig,
             &apiserver::kubeconfig(address, "system:kube-proxy"),
         )?;
+        let proxier = match self.program {
+            Program::KubeProxy(p) => p,
+            Program::Api(api) => {
+                let own = dir.join("own");
+                std::fs::create_dir_all(&own)
+                    .with_context(|| format!("creating {}", own.display()))?;
+                let command = api.command_for(&self.state, node, &kubeconfig, &own);
+                let (program, args) = command.split_first().context("an empty command")?;
+                let kubeconfig = kubeconfig.display().to_string();
+                return ProxierProcess::start(
+                    &node.netns,
+                    &format!("{} on {client}", self.program.name()),
+                    Path::new(program),
+                    args,
+                    &[("KUBECONFIG", &kubeconfig), ("NODE_NAME", &node.name)],
+                );
+            }
+        };
         let cluster_cidrs: Vec<IpCidr> = cluster_families(&self.state)
             .filter_map(|f| self.state.topology.cluster_cidr.of(f))
             .collect();
         let config = KubeProxyConfiguration::new(
-            self.proxier.mode,
+            proxier.mode,
             &node.name,
             &kubeconfig,
             &cluster_cidrs,
@@ -151,12 +211,12 @@ impl<'a> RealRun<'a> {
         let config_file = dir.join("config.json");
         write(
             &config_file,
-            &config.to_text(self.proxier.config_patch.as_ref())?,
+            &config.to_text(proxier.config_patch.as_ref())?,
         )?;
         ProxierProcess::start(
             &node.netns,
             &format!("kube-proxy on {client}"),
-            &self.proxier.binary,
+            &proxier.binary,
             &[format!("--config={}", config_file.display())],
             &[],
         )
@@ -167,7 +227,7 @@ impl<'a> RealRun<'a> {
             netns: &node.netns,
             address: metrics_address(),
             process,
-            timeout: self.proxier.timeout,
+            timeout: self.program.timeout(),
         }
     }
 
@@ -259,7 +319,7 @@ impl RunProgrammer for RealRun<'_> {
     ) -> Result<()> {
         if restart {
             for process in self.nodes.values_mut() {
-                process.stop(STOP_GRACE)?;
+                process.stop(self.program.stop_grace())?;
             }
             self.nodes.clear();
             self.state = state.clone();
@@ -285,12 +345,15 @@ impl RunProgrammer for RealRun<'_> {
             }
             return Ok(());
         }
+        if let Program::Api(api) = self.program {
+            return self.advance_api(api, nodes, state);
+        }
         let mut baselines = Vec::new();
         for node in nodes {
             let process = self.process_of(&node.name)?;
             baselines.push(self.watch(node, process).before_publication()?);
         }
-        if self.proxier.mode == super::Mode::Nftables {
+        if self.program.is_nftables_kube_proxy() {
             let mut last_synced = 0.0f64;
             for (node, baseline) in nodes.iter().zip(&baselines) {
                 if holds_flushed_chains(node)? {
@@ -441,14 +504,14 @@ impl RealRun<'_> {
         let address = self.listen(node, &client)?;
         let started = self.start_synced(node, &client, address);
         self.server.stop_listening(&client);
-        started?.stop(STOP_GRACE)?;
+        started?.stop(self.program.stop_grace())?;
         Ok(())
     }
 
     fn process_of(&self, node: &str) -> Result<&ProxierProcess> {
         self.nodes
             .get(node)
-            .with_context(|| format!("no kube-proxy runs on node {node}"))
+            .with_context(|| format!("no {} runs on node {node}", self.program.name()))
     }
 
     /// Starts a proxier on `node` as `client` and waits until it has synced a state it has
@@ -463,11 +526,24 @@ impl RealRun<'_> {
         client: &str,
         address: SocketAddr,
     ) -> Result<ProxierProcess> {
+        if let Program::Api(api) = self.program {
+            let process = self.launch(node, client, address)?;
+            let started = std::time::Instant::now();
+            self.sent(
+                client,
+                &process,
+                self.server.resource_version(),
+                "its first sync",
+            )?;
+            self.counter(api, node, &process)
+                .two_syncs("its first sync", started, &mut || self.kick())?;
+            return Ok(process);
+        }
         let mut tries = 0;
         loop {
             let mut process = self.launch(node, client, address)?;
             self.watch(node, &process).first_sync(&self.families)?;
-            if self.proxier.mode != super::Mode::Nftables || self.knows_service_cidrs(node)? {
+            if !self.program.is_nftables_kube_proxy() || self.knows_service_cidrs(node)? {
                 return Ok(process);
             }
             tries += 1;
@@ -479,7 +555,96 @@ impl RealRun<'_> {
                     process.log_tail(20)
                 );
             }
-            process.stop(STOP_GRACE)?;
+            process.stop(self.program.stop_grace())?;
+        }
+    }
+
+    /// An `api:` proxier's step: the state published, then on every node (at once) the
+    /// proxier sent all of it and synced twice since ([`super::counter`]).
+    fn advance_api(&mut self, api: &ApiProxier, nodes: &[NodeNs], state: &Scenario) -> Result<()> {
+        self.state = state.clone();
+        let (_, publications) = self.server.update(state)?;
+        let rv = publications
+            .last()
+            .map_or_else(|| self.server.resource_version(), |p| p.resource_version);
+        let this = &*self;
+        let synced: Vec<Result<()>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = nodes
+                .iter()
+                .map(|node| {
+                    scope.spawn(move || -> Result<()> {
+                        let process = this.process_of(&node.name)?;
+                        let started = std::time::Instant::now();
+                        this.sent(&node.name, process, rv, "a sync of the update")?;
+                        this.counter(api, node, process).two_syncs(
+                            "a sync of the update",
+                            started,
+                            &mut || this.kick(),
+                        )
+                    })
+                })
+                .collect();
+            handles.into_iter().map(joined).collect()
+        });
+        synced.into_iter().collect()
+    }
+
+    /// A kick of every node's proxier ([`super::counter`]).
+    fn kick(&self) -> Result<()> {
+        self.server.kick(&self.state).map(|_| ())
+    }
+
+    /// Waits until every watch `client` has open was sent everything up to `rv`.
+    fn sent(&self, client: &str, process: &ProxierProcess, rv: u64, what: &str) -> Result<()> {
+        let limit = self.program.timeout();
+        let started = std::time::Instant::now();
+        // Woken by the proxier's output too, so that one that exits is told at once.
+        loop {
+            let left = limit.saturating_sub(started.elapsed());
+            let behind =
+                match self
+                    .server
+                    .wait_sent(client, rv, left.min(Duration::from_millis(200)))
+                {
+                    Ok(()) => return Ok(()),
+                    Err(behind) => behind,
+                };
+            if let Some(status) = process.exit_status() {
+                anyhow::bail!(
+                    "{} exited ({status}) while kpct waited for {what}; its log ends:\n{}",
+                    process.label(),
+                    process.log_tail(EVIDENCE_LOG_LINES)
+                );
+            }
+            if left.is_zero() {
+                anyhow::bail!(
+                    "{} was not sent resourceVersion {rv} within {} s, for {what}: {}; its log \
+                     ends:\n{}",
+                    process.label(),
+                    limit.as_secs(),
+                    if behind.streams.is_empty() {
+                        "it has no watch open".to_string()
+                    } else {
+                        format!("its open watches are past {:?}", behind.streams)
+                    },
+                    process.log_tail(EVIDENCE_LOG_LINES)
+                );
+            }
+        }
+    }
+
+    fn counter<'p>(
+        &self,
+        api: &'p ApiProxier,
+        node: &'p NodeNs,
+        process: &'p ProxierProcess,
+    ) -> CounterWatch<'p> {
+        CounterWatch {
+            netns: &node.netns,
+            address: SocketAddr::from(([127, 0, 0, 1], api.metrics_port)),
+            metric: &api.sync_metric,
+            process,
+            timeout: api.timeout,
         }
     }
 

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod caps;
 pub mod cleanup;
+pub mod compare;
 pub mod diff_programming;
 pub mod input;
 pub mod lab;

@@ -6,10 +6,18 @@ use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A built-in proxier (kube-proxy-ipvs, kube-proxy-iptables), `exec:COMMAND [ARGS]` or
-    /// `replay:DIR`; repeatable. Default: the three built-ins.
+    /// A built-in proxier (kube-proxy-ipvs, kube-proxy-iptables, kube-proxy-nftables),
+    /// `exec:COMMAND [ARGS]`, `replay:DIR`, a real kube-proxy (`kube-proxy:MODE[:PATH|:VERSION]`)
+    /// or any API-watching proxier (`api:--sync-metric=NAME@PORT COMMAND [ARGS]`), each also as
+    /// `NAME=SPEC`; repeatable. Default: the three built-ins.
     #[arg(long = "proxier")]
     proxiers: Vec<String>,
+    /// An earlier run's results (`--json`) as the accepted state: the run fails only on a
+    /// regression (a check that passed there fails now) or a failure it does not hold; failures
+    /// it holds are reported, and skipped in JUnit. Checks match by scenario, proxier label
+    /// (keep it with `NAME=SPEC`) and probe or step.
+    #[arg(long)]
+    baseline: Option<PathBuf>,
     /// Scenario files or globs; repeatable. Default: scenarios/*.yaml.
     #[arg(long = "scenario")]
     scenarios: Vec<String>,
@@ -68,6 +76,11 @@ pub fn run(args: Args) -> Result<()> {
         })
         .transpose()?;
     ensure_writable(&args)?;
+    // Read before anything runs: a bad baseline fails fast.
+    let baseline = match &args.baseline {
+        Some(path) => Some((path.clone(), kpct::baseline::Checks::read(path)?)),
+        None => None,
+    };
     let names = proxiers::or_builtins(&args.proxiers);
     let proxiers = names
         .iter()
@@ -193,6 +206,23 @@ pub fn run(args: Args) -> Result<()> {
     let write = |path: &std::path::Path, text: String| {
         std::fs::write(path, text).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
     };
+    let judged = match &baseline {
+        Some((path, before)) => {
+            let now = kpct::baseline::Checks::from_json(
+                &kpct::report::json::json(&results)?,
+                "this run",
+            )?;
+            let comparison = kpct::baseline::compare(before, &now);
+            println!(
+                "\nagainst the baseline {}:\n{}",
+                path.display(),
+                comparison.render()
+            );
+            results.accepted = comparison.accepted();
+            Some(comparison)
+        }
+        None => None,
+    };
     if let Some(path) = &args.junit {
         write(path, kpct::report::junit(&results))?;
     }
@@ -202,8 +232,12 @@ pub fn run(args: Args) -> Result<()> {
     if let Some((path, format)) = report {
         write(path, kpct::report::document::render(format, &results))?;
     }
-    // The rule every output follows too.
-    if results.counts().any_failure() {
+    // The rule every output follows too (with a baseline, JUnit skips what it accepts).
+    let failed = match &judged {
+        Some(comparison) => comparison.fails(),
+        None => results.counts().any_failure(),
+    };
+    if failed {
         std::process::exit(1);
     }
     Ok(())

@@ -1,0 +1,146 @@
+//! `kpct run --baseline` and `kpct compare`, as a proxier's CI uses them: a proxier labelled
+//! `gate` is once the built-in (every probe passes) and once a build that programs nothing
+//! (`exec:true`: every probe fails).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+const SCENARIO: &str = "scenarios/clusterip-udp.yaml";
+const GOOD: &str = "gate=kube-proxy-iptables";
+const BROKEN: &str = "gate=exec:true";
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("kpct-baseline-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `kpct run` of the scenario with `proxier`, its results written to `json`.
+fn run(proxier: &str, json: &Path, extra: &[&str]) -> Output {
+    let json = json.to_str().unwrap();
+    common::kpct(
+        &[
+            &[
+                "run",
+                "--proxier",
+                proxier,
+                "--scenario",
+                SCENARIO,
+                "--json",
+                json,
+            ],
+            extra,
+        ]
+        .concat(),
+    )
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A regression fails the run (and `compare`); the same failure accepted by the baseline does
+/// not, and JUnit reports it skipped with its text; a fix passes and says so.
+#[test]
+fn a_baseline_run_fails_only_on_regressions() {
+    let d = dir("gate");
+    let (good, broken, again) = (
+        d.join("good.json"),
+        d.join("broken.json"),
+        d.join("again.json"),
+    );
+    assert!(run(GOOD, &good, &[]).status.success());
+
+    let out = run(BROKEN, &broken, &["--baseline", good.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("REGRESSED: probe `pod-to-udp-clusterip-cross-node`\n    was: pass — delivered → dns-b\n    now: fail — dropped → no backend")
+            && text.contains("2 regressed, 0 new failure(s)"),
+        "{text}"
+    );
+
+    let junit = d.join("junit.xml");
+    let out = run(
+        BROKEN,
+        &again,
+        &[
+            "--baseline",
+            broken.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("0 regressed, 0 new failure(s), 2 still failing (accepted)"),
+        "{text}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("tests=\"2\" failures=\"0\" errors=\"0\" skipped=\"2\"")
+            && xml.contains("<skipped message=\"accepted by the baseline: clusterip-udp [gate]: probe `pod-to-udp-clusterip-cross-node`: expected delivery to one of [dns-b], observed dropped\""),
+        "{xml}"
+    );
+    let schema = std::process::Command::new("xmllint")
+        .args(["--noout", "--schema"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/junit-10.xsd"
+        ))
+        .arg(&junit)
+        .output()
+        .expect("xmllint (libxml2-utils, ci/install-deps.sh)");
+    assert!(schema.status.success(), "{schema:?}\n{xml}");
+
+    let out = run(
+        GOOD,
+        &d.join("fixed.json"),
+        &["--baseline", broken.to_str().unwrap()],
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("FIXED: probe `pod-to-udp-clusterip-same-node`"),
+        "{text}"
+    );
+
+    let compare = |old: &Path, new: &Path| {
+        common::kpct(&["compare", old.to_str().unwrap(), new.to_str().unwrap()])
+    };
+    let out = compare(&good, &broken);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).starts_with("clusterip-udp × gate\n  REGRESSED"),
+        "{}",
+        stdout(&out)
+    );
+    let out = compare(&broken, &again);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A baseline that is not a results document stops the run before anything runs, naming it.
+#[test]
+fn a_bad_baseline_is_refused_before_anything_runs() {
+    let d = dir("bad");
+    let bad = d.join("bad.json");
+    std::fs::write(&bad, "{\"format\": \"kpct-results/2\"}").unwrap();
+    let out = run(
+        GOOD,
+        &d.join("out.json"),
+        &["--baseline", bad.to_str().unwrap()],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("bad.json: not a kpct results document"),
+        "{err}"
+    );
+    assert!(!d.join("out.json").exists());
+    std::fs::remove_dir_all(&d).unwrap();
+}
