@@ -10,7 +10,7 @@ pub mod results;
 pub mod table;
 
 pub use junit::junit;
-pub use results::{Results, RunError};
+pub use results::{NotRun, Results, RunError, NOT_RUN_EXIT};
 pub use table::{table, Style};
 
 use crate::observe::{ProbeObservation, ShotObservation};

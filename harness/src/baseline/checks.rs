@@ -34,11 +34,14 @@ pub struct CheckKey {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     Pass,
     Fail,
     Error,
+    /// The kernel could not hold the run: nothing was checked (left out, so a run that passed
+    /// in the baseline and cannot run here is `gone`, never a pass).
+    NotRun,
 }
 
 /// A check's result and what it observed (a probe's distinct verdicts and backends).
@@ -111,6 +114,9 @@ impl Checks {
                 proxier: run.proxier.clone(),
                 check,
             };
+            if run.result == Outcome::NotRun {
+                continue;
+            }
             if run.result == Outcome::Error {
                 checks.insert(
                     key(Check::Run),

@@ -174,5 +174,6 @@ fn word(o: Outcome) -> &'static str {
         Outcome::Pass => "pass",
         Outcome::Fail => "fail",
         Outcome::Error => "error",
+        Outcome::NotRun => "not run",
     }
 }

@@ -113,7 +113,18 @@ pub fn blocks(results: &Results) -> Vec<Block> {
     let probes = counts.probes;
     let failing = results.failing();
     let not_converged = results.not_converged();
-    let verdict = if !counts.any_failure() {
+    let verdict = if !counts.any_failure() && counts.not_run > 0 {
+        vec![
+            strong("Result: not all run."),
+            text(format!(
+                " All {probes} probe{} that ran passed, but {} run{} could not run on this \
+                 kernel (below).",
+                plural(probes),
+                counts.not_run,
+                plural(counts.not_run)
+            )),
+        ]
+    } else if !counts.any_failure() {
         vec![
             strong("Result: all passed."),
             text(format!(
@@ -259,6 +270,20 @@ pub fn blocks(results: &Results) -> Vec<Block> {
                 ],
             ));
             out.push(Block::Pre(e.message.clone()));
+        }
+    }
+    if !results.not_run.is_empty() {
+        out.push(Block::Heading(2, vec![text("Not run here")]));
+        for n in &results.not_run {
+            out.push(Block::Heading(
+                3,
+                vec![
+                    code(n.scenario.as_str()),
+                    text(" × "),
+                    code(n.proxier.as_str()),
+                ],
+            ));
+            out.push(Block::Pre(n.reason.clone()));
         }
     }
     let passing: Vec<Line> = runs

@@ -28,6 +28,8 @@ struct Summary {
     result: Outcome,
     runs: usize,
     errored: usize,
+    /// Runs this kernel cannot hold (`result: not-run`).
+    not_run: usize,
     probes: usize,
     passed: usize,
     failed: usize,
@@ -37,11 +39,13 @@ struct Summary {
 }
 
 #[derive(Serialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 enum Outcome {
     Pass,
     Fail,
     Error,
+    /// This kernel cannot hold the run (a run), or some run (the summary).
+    NotRun,
 }
 
 #[derive(Serialize)]
@@ -55,7 +59,8 @@ struct Run<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     started: Option<String>,
     duration_seconds: f64,
-    /// Why the run could not complete (`result: error`).
+    /// Why the run could not complete (`result: error`), or could not run here
+    /// (`result: not-run`).
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
     violations: &'a [String],
@@ -160,10 +165,25 @@ pub fn json(results: &Results) -> serde_json::Result<String> {
         probes: Vec::new(),
         steps: Vec::new(),
     }));
+    runs.extend(results.not_run.iter().map(|n| Run {
+        scenario: &n.scenario,
+        proxier: &n.proxier,
+        file: file(&n.scenario),
+        result: Outcome::NotRun,
+        started: None,
+        duration_seconds: 0.0,
+        error: Some(&n.reason),
+        violations: &[],
+        nodes: &[],
+        probes: Vec::new(),
+        steps: Vec::new(),
+    }));
     let result = if counts.errored > 0 {
         Outcome::Error
     } else if counts.any_failure() {
         Outcome::Fail
+    } else if counts.not_run > 0 {
+        Outcome::NotRun
     } else {
         Outcome::Pass
     };
@@ -174,8 +194,9 @@ pub fn json(results: &Results) -> serde_json::Result<String> {
         duration_seconds: results.elapsed.as_secs_f64(),
         summary: Summary {
             result,
-            runs: results.runs.len() + results.errors.len(),
+            runs: results.runs.len() + results.errors.len() + results.not_run.len(),
             errored: counts.errored,
+            not_run: counts.not_run,
             probes: counts.probes,
             passed: counts.probes - counts.failed,
             failed: counts.failed,

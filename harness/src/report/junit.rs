@@ -218,6 +218,15 @@ pub fn junit(results: &Results) -> String {
             secs(e.elapsed),
         );
     }
+    for n in &results.not_run {
+        let _ = writeln!(
+            out,
+            "  <testsuite name=\"{}\" tests=\"1\" failures=\"0\" errors=\"0\" skipped=\"1\" time=\"0.000\">\n{properties}    <testcase classname=\"{}\" name=\"setup\" time=\"0.000\">\n      <skipped message=\"not run here: {}\"/>\n    </testcase>\n  </testsuite>",
+            esc(&format!("{}@{}", n.scenario, n.proxier)),
+            classname(&n.proxier, &n.scenario),
+            esc(&n.reason)
+        );
+    }
     out.push_str("</testsuites>\n");
     out
 }

@@ -20,11 +20,23 @@ pub struct RunError {
     pub elapsed: Duration,
 }
 
+/// A scenario × proxier run this kernel cannot hold (no SCTP, no IP_VS): reported as not run
+/// here, never as a pass and never left out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotRun {
+    pub scenario: String,
+    pub proxier: String,
+    /// What it needs and why this kernel lacks it.
+    pub reason: String,
+}
+
 /// Every run of one invocation, in the order they ran, and where they ran.
 #[derive(Debug, Clone)]
 pub struct Results {
     pub runs: Vec<ScenarioRun>,
     pub errors: Vec<RunError>,
+    /// Runs this kernel cannot hold.
+    pub not_run: Vec<NotRun>,
     pub environment: Environment,
     /// Scenario name → the file it came from, for the `kpct trace` command of a failing probe.
     pub files: BTreeMap<String, PathBuf>,
@@ -46,6 +58,7 @@ impl Results {
         Results {
             runs,
             errors,
+            not_run: Vec::new(),
             environment,
             files: BTreeMap::new(),
             specs: BTreeMap::new(),
@@ -128,9 +141,26 @@ impl Results {
                 .filter(|r| !super::run_violations(r).is_empty())
                 .count(),
             errored: self.errors.len(),
+            not_run: self.not_run.len(),
+        }
+    }
+
+    /// The exit status every output's verdict agrees with: 1 when anything failed or errored,
+    /// else 3 when some run could not run on this kernel, else 0.
+    pub fn exit_code(&self) -> i32 {
+        let counts = self.counts();
+        if counts.any_failure() {
+            1
+        } else if counts.not_run > 0 {
+            NOT_RUN_EXIT
+        } else {
+            0
         }
     }
 }
+
+/// The exit status of a run whose every run that ran passed, but some could not run here.
+pub const NOT_RUN_EXIT: i32 = 3;
 
 /// ISO 8601 in UTC, `2026-12-03T22:22:36Z`.
 pub fn timestamp(t: SystemTime) -> String {
@@ -168,6 +198,8 @@ pub struct Counts {
     /// Runs with a violation no probe or convergence check owns.
     pub other: usize,
     pub errored: usize,
+    /// Runs this kernel cannot hold (see [`NotRun`]).
+    pub not_run: usize,
 }
 
 impl Counts {

@@ -233,6 +233,8 @@ fn summary(counts: &super::results::Counts, runs: usize, elapsed: Duration) -> S
     let mut s = String::new();
     if counts.any_failure() {
         s.push_str("FAILED: ");
+    } else if counts.not_run > 0 {
+        s.push_str("NOT ALL RUN: ");
     }
     s.push_str(&format!(
         "{} probe(s), {} passed, {} failed",
@@ -254,6 +256,9 @@ fn summary(counts: &super::results::Counts, runs: usize, elapsed: Duration) -> S
             "; {} scenario run(s) errored (below)",
             counts.errored
         ));
+    }
+    if counts.not_run > 0 {
+        s.push_str(&format!("; {} run(s) not run here (below)", counts.not_run));
     }
     s.push_str(&format!("; {runs} run(s) in {}", seconds(elapsed)));
     s

@@ -2,7 +2,7 @@
 //! library's own test hold every file to. A file that breaks them still runs.
 
 use super::load::{locate, Problem};
-use super::model::{Protocol, Scenario};
+use super::model::Scenario;
 use super::validate::Seg;
 use std::path::Path;
 
@@ -47,14 +47,7 @@ pub fn conventions(path: &Path, text: &str, scenario: &Scenario) -> Vec<Problem>
         ));
     }
     // The scenario tests route these by file name to a kernel that has the feature.
-    let sctp = |p: Protocol| p == Protocol::Sctp;
-    let uses_sctp = scenario.probes.iter().any(|p| sctp(p.protocol))
-        || scenario
-            .topology
-            .pods
-            .iter()
-            .any(|p| p.ports.iter().any(|c| sctp(c.protocol)));
-    if uses_sctp != stem.starts_with("sctp-") {
+    if scenario.uses_sctp() != stem.starts_with("sctp-") {
         out.push(problem(
             "name",
             "a scenario that uses SCTP (probes or pod ports) is named `sctp-*`, and only it: the \
@@ -62,12 +55,7 @@ pub fn conventions(path: &Path, text: &str, scenario: &Scenario) -> Vec<Problem>
                 .into(),
         ));
     }
-    let existing_ipvs = scenario
-        .topology
-        .nodes
-        .iter()
-        .any(|n| !n.existing_ipvs.is_empty());
-    if existing_ipvs != stem.starts_with("ipvs-existing-") {
+    if scenario.has_existing_ipvs() != stem.starts_with("ipvs-existing-") {
         out.push(problem(
             "name",
             "a scenario with `existingIPVS` is named `ipvs-existing-*`, and only it: the tests \

@@ -4,6 +4,7 @@ mod cidr;
 mod conventions;
 mod family;
 mod files;
+mod kernel_needs;
 mod load;
 pub mod model;
 mod recover;

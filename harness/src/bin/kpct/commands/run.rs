@@ -135,8 +135,31 @@ pub fn run(args: Args) -> Result<()> {
         .filter(|(position, _)| args.shard.is_none_or(|s| s.holds(*position)))
         .map(|(_, job)| job)
         .collect();
+    // Runs this kernel cannot hold are reported as not run here, never run to an error.
+    let caps = kpct::caps::detect()?;
+    let mut not_run = Vec::new();
+    let jobs: Vec<kpct::parallel::Job> = jobs
+        .into_iter()
+        .filter(|job| {
+            let missing = caps.missing(&job.scenario.kernel_needs());
+            if missing.is_empty() {
+                return true;
+            }
+            not_run.push(kpct::report::NotRun {
+                scenario: job.scenario.name.clone(),
+                proxier: job.proxier.label(),
+                reason: missing
+                    .iter()
+                    .map(|(f, why)| format!("needs {}: {why}", f.name()))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            });
+            false
+        })
+        .collect();
     let workers = super::jobs(args.jobs)?;
     let mut results = kpct::report::Results {
+        not_run,
         files,
         specs: proxiers.iter().map(|p| (p.label(), p.spec())).collect(),
         started: std::time::SystemTime::now(),
@@ -203,6 +226,12 @@ pub fn run(args: Args) -> Result<()> {
     for e in &results.errors {
         println!("  ERROR {} × {}: {}", e.scenario, e.proxier, e.message);
     }
+    for n in &results.not_run {
+        println!(
+            "  NOT RUN HERE {} × {}: {}",
+            n.scenario, n.proxier, n.reason
+        );
+    }
     let write = |path: &std::path::Path, text: String| {
         std::fs::write(path, text).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
     };
@@ -233,12 +262,14 @@ pub fn run(args: Args) -> Result<()> {
         write(path, kpct::report::document::render(format, &results))?;
     }
     // The rule every output follows too (with a baseline, JUnit skips what it accepts).
-    let failed = match &judged {
-        Some(comparison) => comparison.fails(),
-        None => results.counts().any_failure(),
+    let code = match &judged {
+        Some(comparison) if comparison.fails() => 1,
+        Some(_) if results.counts().not_run > 0 => kpct::report::NOT_RUN_EXIT,
+        Some(_) => 0,
+        None => results.exit_code(),
     };
-    if failed {
-        std::process::exit(1);
+    if code != 0 {
+        std::process::exit(code);
     }
     Ok(())
 }

@@ -1,4 +1,5 @@
-//! `kpct run --baseline` and `kpct compare`, as a proxier's CI uses them: a proxier labelled
+//! What a proxier's CI gate reads of `kpct run`: its verdict against a baseline
+//! (`--baseline`, `kpct compare`) and the runs this kernel cannot hold. A proxier labelled
 //! `gate` is once the built-in (every probe passes) and once a build that programs nothing
 //! (`exec:true`: every probe fails).
 
@@ -142,5 +143,56 @@ fn a_bad_baseline_is_refused_before_anything_runs() {
         "{err}"
     );
     assert!(!d.join("out.json").exists());
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A scenario this kernel cannot hold (SCTP) is "not run here" in every output with its own
+/// exit status (3), never a pass and never an error; on a kernel that has SCTP it runs.
+#[test]
+fn a_run_this_kernel_cannot_hold_is_not_run_here_everywhere() {
+    let d = dir("not-run");
+    let (json, junit, report) = (d.join("r.json"), d.join("j.xml"), d.join("r.md"));
+    let out = common::kpct(&[
+        "run",
+        "--proxier",
+        "kube-proxy-iptables",
+        "--scenario",
+        "scenarios/sctp-services.yaml",
+        "--scenario",
+        SCENARIO,
+        "--json",
+        json.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    let caps = kpct::caps::detect().unwrap();
+    if !caps.missing(&[kpct::caps::Feature::Sctp]).is_empty() {
+        assert_eq!(out.status.code(), Some(3), "{text}");
+        assert!(
+            text.contains("NOT ALL RUN: 2 probe(s), 2 passed, 0 failed; 1 run(s) not run here")
+                && text.contains("NOT RUN HERE sctp-services × kube-proxy-iptables: needs sctp: "),
+            "{text}"
+        );
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(doc["summary"]["result"], "not-run", "{doc}");
+        assert_eq!(doc["runs"][1]["result"], "not-run", "{doc}");
+        let xml = std::fs::read_to_string(&junit).unwrap();
+        assert!(
+            xml.contains("<skipped message=\"not run here: needs sctp: "),
+            "{xml}"
+        );
+        let md = std::fs::read_to_string(&report).unwrap();
+        assert!(
+            md.contains("**Result: not all run.**") && md.contains("## Not run here"),
+            "{md}"
+        );
+    } else {
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        assert!(!text.contains("NOT RUN"), "{text}");
+    }
     std::fs::remove_dir_all(&d).unwrap();
 }
