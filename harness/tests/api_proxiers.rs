@@ -2,37 +2,24 @@
 //! syncs. Real kube-proxy v1.37.2, run as an `api:` proxier with nothing kpct knows of it but
 //! that counter, must pass what kube-proxy-iptables passes; configured wrong, it must fail.
 
+mod common;
+
+use common::{kube_proxy_binary, library_scenario as scenario};
 use kpct::netns::install_signal_cleanup;
 use kpct::proxier::real::ApiProxier;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-fn kube_proxy_binary() -> PathBuf {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/real-proxiers/kube-proxy-v1.37.2");
-    assert!(
-        path.is_file(),
-        "{} is missing: run `sudo ci/real-proxiers.sh` (ci/install-deps.sh runs it)",
-        path.display()
-    );
-    path
-}
-
-fn scenario(file: &str) -> kpct::scenario::Scenario {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios")
-        .join(file);
-    kpct::scenario::load(&path).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// kube-proxy in iptables mode from flags alone, syncing every second (the `api:` rule needs
-/// two syncs after each change), with `cluster_cidr` as its idea of the pod ranges.
+/// kube-proxy in iptables mode from flags alone, with `cluster_cidr` as its idea of the pod
+/// ranges. It syncs only on changes (its periodic sync is hourly whatever
+/// `--iptables-sync-period` says, pkg/proxy/iptables/proxier.go), so kpct's kicks give the
+/// `api:` rule its second sync.
 fn kube_proxy_by_api(cluster_cidr: &str, metric: &str, timeout: Duration) -> ApiProxier {
     let mut p = ApiProxier::from_spec(&format!(
         "api: --sync-metric={metric}@10249 --judged-as=kube-proxy-iptables {} \
          --kubeconfig={{kubeconfig}} --hostname-override={{node}} --proxy-mode=iptables \
          --cluster-cidr={cluster_cidr} --detect-local-mode=ClusterCIDR \
-         --iptables-sync-period=1s --iptables-min-sync-period=0s --conntrack-max-per-core=0 \
+         --iptables-min-sync-period=0s --conntrack-max-per-core=0 \
          --conntrack-tcp-timeout-established=0s --conntrack-tcp-timeout-close-wait=0s \
          --conntrack-udp-timeout=0s --conntrack-udp-timeout-stream=0s \
          --metrics-bind-address=127.0.0.1:10249 --healthz-bind-address=0.0.0.0:10256 \

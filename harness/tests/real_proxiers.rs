@@ -1,5 +1,8 @@
 //! Real proxier processes (`kube-proxy:MODE…`): confined to their node, gone with kpct.
 
+mod common;
+
+use common::{kube_proxy_binary, library_scenario as scenario};
 use kpct::netns::{install_signal_cleanup, Netns};
 use kpct::proxier::real::process::ProxierProcess;
 use kpct::topology::naming::RunPrefix;
@@ -209,26 +212,6 @@ fn descendants(pid: u32) -> Vec<u32> {
         queue.extend(children);
     }
     out
-}
-
-/// The kube-proxy `ci/real-proxiers.sh` builds, which these tests run: missing is a failure
-/// that says how to build it, never a skip.
-fn kube_proxy_binary() -> PathBuf {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/real-proxiers/kube-proxy-v1.37.2");
-    assert!(
-        path.is_file(),
-        "{} is missing: run `sudo ci/real-proxiers.sh` (ci/install-deps.sh runs it)",
-        path.display()
-    );
-    path
-}
-
-fn scenario(file: &str) -> kpct::scenario::Scenario {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios")
-        .join(file);
-    kpct::scenario::load(&path).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A real proxier with `binary` in `mode`, waiting at most `timeout` for a sync.

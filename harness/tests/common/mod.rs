@@ -391,3 +391,24 @@ pub fn leave_kube_ipvs0_when_nothing_is_bound(p: &mut Programming) -> anyhow::Re
     }
     Ok(())
 }
+
+/// The kube-proxy `ci/real-proxiers.sh` builds, which the real-proxier tests run: missing is a
+/// failure that says how to build it, never a skip.
+pub fn kube_proxy_binary() -> std::path::PathBuf {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/real-proxiers/kube-proxy-v1.37.2");
+    assert!(
+        path.is_file(),
+        "{} is missing: run `sudo ci/real-proxiers.sh` (ci/install-deps.sh runs it)",
+        path.display()
+    );
+    path
+}
+
+/// A scenario of the library, by file name.
+pub fn library_scenario(file: &str) -> kpct::scenario::Scenario {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios")
+        .join(file);
+    kpct::scenario::load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
