@@ -195,13 +195,17 @@ impl Backends {
                             node.name
                         )
                     })?;
-                    self.serve_tcp_for(format!("health-check@{}", node.name), listener);
+                    self.serve_tcp_for(format!("{HEALTH_CHECK_SERVER}{}", node.name), listener);
                 }
             }
         }
         Ok(())
     }
 }
+
+/// What a node's health-check server calls itself in its answers (`pod=health-check@NODE`):
+/// the node answered, no pod did.
+pub const HEALTH_CHECK_SERVER: &str = "health-check@";
 
 /// A non-blocking TCP listener on `addr` inside `ns`, handed to tokio.
 fn tcp_listen(ns: &Netns, addr: SocketAddr) -> Result<tokio::net::TcpListener> {

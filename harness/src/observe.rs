@@ -158,6 +158,24 @@ pub fn observe_shot(plan: &ProbePlan, shot: &Shot, nodes: &[NodeAddress]) -> Sho
                 format!("masqueraded to {}", who(ip, nodes))
             }
         });
+        // The node's own health-check server answered (kube-proxy's, on a
+        // healthCheckNodePort): no pod was reached, as a crafted shot that the node answers
+        // is judged.
+        if pod
+            .as_deref()
+            .is_some_and(|p| p.starts_with(crate::backends::HEALTH_CHECK_SERVER))
+        {
+            return ShotObservation {
+                verdict: Verdict::AnsweredByNode,
+                backend: None,
+                backend_saw: None,
+                source,
+                reply: Some("answered".into()),
+                source_ip_seen: seen_ip,
+                reply_translated: Some(true),
+                sport: shot.sport,
+            };
+        }
         // A kept flow also names the backend port that answered: a flow still on a pod's old
         // target port and one moved to its new one differ only there.
         let port = shot
@@ -549,6 +567,48 @@ mod tests {
 
     fn expect(yaml: &str) -> Expectation {
         serde_yaml_ng::from_str(yaml).expect("an expectation")
+    }
+
+    /// A socket probe from a node that kube-proxy's health-check server answers is
+    /// `answered-by-node`, as a crafted one from a pod or the external client is; the server is
+    /// no backend.
+    #[test]
+    fn a_health_check_answered_to_a_node_source_is_answered_by_node() {
+        let ip: IpAddr = "192.168.1.10".parse().unwrap();
+        let plan = crate::probe::ProbePlan {
+            name: "node-to-health-check".into(),
+            source: crate::probe::Source::Socket {
+                label: "node node-a".into(),
+                node: "node-a".into(),
+                ip,
+            },
+            protocol: crate::scenario::Protocol::Tcp,
+            dst: ip,
+            dport: 32000,
+            sport: 40000,
+            repeat: 1,
+        };
+        let shot = crate::probe::Shot {
+            sport: 40000,
+            delivered: None,
+            answer: None,
+            app_answer: Some(format!(
+                "client=192.168.1.10:40000 pod={}node-a",
+                crate::backends::HEALTH_CHECK_SERVER
+            )),
+            kept_backend_port: None,
+            socket_error: None,
+            dropped_at: None,
+        };
+        let seen = observe_shot(&plan, &shot, &[]);
+        assert_eq!(seen.verdict, Verdict::AnsweredByNode);
+        assert_eq!(seen.backend, None);
+        let answered = probe(&[]);
+        let answered = ProbeObservation {
+            all: vec![seen],
+            ..answered
+        };
+        assert!(check(&expect("{outcome: answeredByNode}"), &answered, &[]).is_empty());
     }
 
     #[test]

@@ -171,6 +171,43 @@ async fn an_nftables_drop_counts_as_much_as_an_iptables_one() {
     );
 }
 
+/// A verdict map's `drop` element, as nftables mode's `no-endpoint-services` drops a Service
+/// with no usable endpoint: decided at the verdict; its `goto` to a rejecting chain is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verdict_map_drop_counts_and_its_reject_is_waited_for() {
+    let (shots, _) = fire_both_ways(&Case {
+        node: "node-a",
+        rules: &[(
+            "nft",
+            &["add table inet proxy; \
+                 add chain inet proxy forwarding { type filter hook forward priority 0; }; \
+                 add map inet proxy no-endpoints { type inet_service : verdict; elements = { 8080 : drop }; }; \
+                 add rule inet proxy forwarding tcp dport vmap @no-endpoints"],
+        )],
+        probe: "tcp",
+    })
+    .await;
+    assert_eq!(
+        verdicts(&shots),
+        ["dropped on node-a in proxy:forwarding (rule handle 3)"]
+    );
+    let (shots, _) = fire_both_ways(&Case {
+        node: "node-a",
+        rules: &[(
+            "nft",
+            &["add table inet proxy; \
+                 add chain inet proxy forwarding { type filter hook forward priority 0; }; \
+                 add chain inet proxy reject-chain; \
+                 add rule inet proxy reject-chain reject; \
+                 add map inet proxy no-endpoints { type inet_service : verdict; elements = { 8080 : goto reject-chain }; }; \
+                 add rule inet proxy forwarding tcp dport vmap @no-endpoints"],
+        )],
+        probe: "tcp",
+    })
+    .await;
+    assert_eq!(verdicts(&shots), ["waited"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reject_is_waited_for_its_answer_though_it_shows_as_a_drop() {
     for (with, answer) in [

@@ -196,3 +196,46 @@ fn a_run_this_kernel_cannot_hold_is_not_run_here_everywhere() {
     }
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// `--tag`/`--exclude-tag` fit the library to a proxier: an IPv4-only one leaves out every
+/// scenario with IPv6; a typo is refused naming the known tags.
+#[test]
+fn tags_select_the_library_part_a_proxier_supports() {
+    let list = |args: &[&str]| {
+        let out =
+            common::kpct(&[&["run", "--list", "--proxier", "kube-proxy-iptables"], args].concat());
+        assert!(out.status.success(), "{out:?}");
+        let mut names: Vec<String> = stdout(&out)
+            .lines()
+            .filter_map(|l| l.split('\t').next().map(str::to_string))
+            .collect();
+        names.dedup();
+        names
+    };
+    let all = list(&[]);
+    let v4 = list(&["--exclude-tag", "ipv6"]);
+    let v6 = list(&["--tag", "ipv6"]);
+    assert_eq!(v4.len() + v6.len(), all.len());
+    assert!(
+        v4.iter()
+            .all(|n| !n.contains("ipv6") && !n.starts_with("dual-stack")),
+        "{v4:?}"
+    );
+    assert!(v6.contains(&"dual-stack-clusterip".to_string()), "{v6:?}");
+    let both = list(&[
+        "--tag",
+        "nodeport",
+        "--tag",
+        "etp-local",
+        "--exclude-tag",
+        "ipv6",
+    ]);
+    assert!(
+        both.contains(&"nodeport-etp-local".to_string())
+            && !both.contains(&"clusterip-udp".to_string()),
+        "{both:?}"
+    );
+    let out = common::kpct(&["run", "--list", "--tag", "ipv7"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown tag(s) ipv7; known: ipv4"));
+}

@@ -21,7 +21,9 @@
 //! - a DROP verdict is final: `nf_hook_slow` frees the packet, and the pnet-crafted first
 //!   packet is never retransmitted (no socket sent it);
 //! - a plain DROP sends nothing: the rule is read back, and must end in an `immediate` DROP
-//!   (iptables' `-j DROP`, nftables' `drop`) with no expression that sends or copies a packet.
+//!   (iptables' `-j DROP`, nftables' `drop`) or look its verdict up in a verdict map (whose
+//!   `drop` element gave it: nftables mode's `no-endpoint-services`), with no expression that
+//!   sends or copies a packet.
 //!   A REJECT also reports its verdict as DROP, after its answer was sent — and for a frame
 //!   that came through a bridge port the kernel sends the RST straight out of that port,
 //!   through no hook, so the trace never shows it (`nf_send_reset`). A chain's drop policy is

@@ -44,6 +44,9 @@ const NFTA_LIST_ELEM: u16 = 1;
 const NFTA_EXPR_NAME: u16 = 1;
 const NFTA_EXPR_DATA: u16 = 2;
 const NFTA_IMMEDIATE_DREG: u16 = 1;
+const NFTA_LOOKUP_DREG: u16 = 3;
+/// The verdict register: a lookup that writes it is a verdict map (`vmap`).
+const NFT_REG_VERDICT: u32 = 0;
 const NFTA_IMMEDIATE_DATA: u16 = 2;
 const NFTA_DATA_VALUE: u16 = 1;
 const NFTA_DATA_VERDICT: u16 = 2;
@@ -483,9 +486,11 @@ pub(super) fn get_rule(family: u8, table: &str, chain: &str, handle: u64, seq: u
 /// nothing more comes.
 const SENDING: [&str; 6] = ["reject", "target", "dup", "fwd", "synproxy", "queue"];
 
-/// Whether the rule (the payload of a NEWRULE message) drops with a plain DROP verdict (an
-/// `immediate` of NF_DROP: iptables' `-j DROP`, nftables' `drop`) and has no expression that
-/// sends anything.
+/// Whether the rule (the payload of a NEWRULE message), which the trace says dropped, drops
+/// with a plain DROP verdict — an `immediate` of NF_DROP (iptables' `-j DROP`, nftables'
+/// `drop`), or a verdict map's `drop` element (`vmap`: the map gave the DROP, and an element
+/// holds a verdict only, never a reject; kube-proxy's nftables `no-endpoint-services` drops
+/// so) — and has no expression that sends anything.
 pub(super) fn is_plain_drop(rule: &[u8]) -> bool {
     let Some(body) = rule.get(4..) else {
         return false;
@@ -516,6 +521,14 @@ pub(super) fn is_plain_drop(rule: &[u8]) -> bool {
                 .and_then(|verdict| nested(verdict, NFTA_VERDICT_CODE))
                 .and_then(be32);
             drops |= verdict == Some(NF_DROP);
+        }
+        if name == "lookup" {
+            let dreg = fields
+                .iter()
+                .find(|(k, _)| *k == NFTA_EXPR_DATA)
+                .and_then(|(_, data)| nested(data, NFTA_LOOKUP_DREG))
+                .and_then(be32);
+            drops |= dreg == Some(NFT_REG_VERDICT);
         }
     }
     drops
@@ -642,6 +655,25 @@ mod tests {
             ("immediate", verdict(NF_DROP))
         ])));
         assert!(!is_plain_drop(&rule(vec![])));
+        // A verdict map (`… vmap @no-endpoint-services`): its element gave the DROP.
+        let vmap = |dreg: u32| {
+            (
+                "lookup",
+                Attributes::default()
+                    .string(1, "no-endpoint-services")
+                    .be32(NFTA_LOOKUP_DREG, dreg),
+            )
+        };
+        assert!(is_plain_drop(&rule(vec![
+            matching(),
+            vmap(NFT_REG_VERDICT)
+        ])));
+        // A set lookup into a data register is no verdict.
+        assert!(!is_plain_drop(&rule(vec![matching(), vmap(1)])));
+        assert!(!is_plain_drop(&rule(vec![
+            vmap(NFT_REG_VERDICT),
+            ("reject", Attributes::default())
+        ])));
     }
 
     #[test]

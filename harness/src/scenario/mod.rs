@@ -11,6 +11,7 @@ mod recover;
 pub mod reference;
 mod resolve;
 mod steps;
+mod tags;
 mod validate;
 
 pub use conventions::conventions;
@@ -21,5 +22,6 @@ pub use model::*;
 pub(crate) use resolve::{affinity_timeout, externally_accessible, node_of_pod_ip, target_port};
 pub use resolve::{cluster_state, node_context};
 pub use steps::{first_probe_index, state_at, step_name, StepState};
+pub use tags::{check_tags, TAGS};
 pub use validate::KnownProxiers;
 pub(crate) use validate::{selected_pods, service_ip_families};

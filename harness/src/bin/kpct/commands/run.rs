@@ -21,6 +21,14 @@ pub struct Args {
     /// Scenario files or globs; repeatable. Default: scenarios/*.yaml.
     #[arg(long = "scenario")]
     scenarios: Vec<String>,
+    /// Only scenarios with this tag (repeatable: every one given); tags are derived from what
+    /// a scenario holds (README: "Tags").
+    #[arg(long = "tag")]
+    tags: Vec<String>,
+    /// Leave out scenarios with this tag (repeatable: any one given), e.g. `--exclude-tag ipv6`
+    /// for an IPv4-only proxier.
+    #[arg(long = "exclude-tag")]
+    exclude_tags: Vec<String>,
     /// Write each observation document (YAML) into this directory.
     #[arg(long)]
     observations: Option<PathBuf>,
@@ -107,6 +115,19 @@ pub fn run(args: Args) -> Result<()> {
         &known,
         &args.probes,
     )?;
+    kpct::scenario::check_tags(&[args.tags.clone(), args.exclude_tags.clone()].concat())
+        .map_err(|e| anyhow::anyhow!("--tag/--exclude-tag: {e}"))?;
+    let chosen: Vec<(PathBuf, kpct::scenario::Scenario)> = chosen
+        .into_iter()
+        .filter(|(_, s)| {
+            let tags = s.tags();
+            args.tags.iter().all(|t| tags.contains(t.as_str()))
+                && !args.exclude_tags.iter().any(|t| tags.contains(t.as_str()))
+        })
+        .collect();
+    if chosen.is_empty() && !(args.tags.is_empty() && args.exclude_tags.is_empty()) {
+        anyhow::bail!("no scenario has the tags asked for (--tag/--exclude-tag)");
+    }
     let files: std::collections::BTreeMap<String, PathBuf> = chosen
         .iter()
         .map(|(f, s)| (s.name.clone(), f.clone()))
