@@ -95,11 +95,11 @@ pub struct EffectiveState {
 pub enum ReadError {
     #[error("reading iptables/ipset state: {0}")]
     Tool(#[from] ToolError),
-    #[error("reading the IPVS table in namespace {namespace}: {source}")]
+    #[error("reading the IPVS table in namespace {namespace}: {cause}")]
     Ipvs {
         namespace: String,
-        #[source]
-        source: ipvs_genl::Error,
+        /// Shown in the message, so not a `source()` too: `{:#}` would print it twice.
+        cause: ipvs_genl::Error,
     },
     #[error("reading kube-ipvs0: {0}")]
     Device(#[from] DeviceError),
@@ -143,9 +143,9 @@ fn read_ip6tables(
 }
 
 fn read_ipvs(ns: &Netns) -> Result<Option<IpvsTable>, ReadError> {
-    let err = |source| ReadError::Ipvs {
+    let err = |cause| ReadError::Ipvs {
         namespace: ns.name().to_string(),
-        source,
+        cause,
     };
     let mut handle = match IpvsHandle::in_netns(ns.path()) {
         Ok(h) => h,

@@ -140,11 +140,11 @@ pub enum ExecError {
     TimeoutSetting(String),
     #[error("exec proxier `{0}`: no such executable file (a path, or a program in PATH)")]
     NoProgram(String),
-    #[error("node {node}: cannot encode the proxier input: {source}")]
+    #[error("node {node}: cannot encode the proxier input: {cause}")]
     Input {
         node: String,
-        #[source]
-        source: serde_json::Error,
+        /// Shown in the message, so not a `source()` too: `{:#}` would print it twice.
+        cause: serde_json::Error,
     },
     #[error("node {node}: cannot start `{command}` in namespace {netns}: {message}")]
     Spawn {
@@ -167,20 +167,20 @@ pub enum ExecError {
         status: String,
         stderr: String,
     },
-    #[error("node {node}: the programming printed by `{command}` is malformed: {source}")]
+    #[error("node {node}: the programming printed by `{command}` is malformed: {cause}")]
     Output {
         node: String,
         command: String,
-        #[source]
-        source: TextError,
+        /// Shown in the message, so not a `source()` too: `{:#}` would print it twice.
+        cause: TextError,
     },
     #[error(transparent)]
     Apply(#[from] ApplyError),
-    #[error("node {node}: reading the effective state: {source}")]
+    #[error("node {node}: reading the effective state: {cause}")]
     Read {
         node: String,
-        #[source]
-        source: Box<ReadError>,
+        /// Shown in the message, so not a `source()` too: `{:#}` would print it twice.
+        cause: Box<ReadError>,
     },
 }
 
@@ -310,7 +310,7 @@ impl ExecProxier {
         let command = self.command_line();
         let json = input_text(input).map_err(|source| ExecError::Input {
             node: node.clone(),
-            source,
+            cause: source,
         })?;
         let spawn_err = |message: String| ExecError::Spawn {
             node: node.clone(),
@@ -408,7 +408,7 @@ impl ExecProxier {
             .map_err(|source| ExecError::Output {
                 node,
                 command,
-                source,
+                cause: source,
             })
     }
 
@@ -439,7 +439,7 @@ impl ExecProxier {
         };
         let effective = effective_state(ns, &read_opts).map_err(|source| ExecError::Read {
             node: node.clone(),
-            source: Box::new(source),
+            cause: Box::new(source),
         })?;
         let missing = match &outcome {
             ExecOutcome::Printed(parsed) => effective.diff_against(&parsed.programming),

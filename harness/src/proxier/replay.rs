@@ -79,11 +79,11 @@ pub struct Replay {
 pub enum ReplayError {
     #[error("replay spec `{0}`: expected `replay:DIRECTORY`")]
     Spec(String),
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        /// Shown in the message, so not a `source()` too: `{:#}` would print it twice.
+        cause: std::io::Error,
     },
     #[error("no capture for node {node}: {path} is not a directory")]
     NoNode { node: String, path: PathBuf },
@@ -98,21 +98,21 @@ pub enum ReplayError {
     Text(#[from] TextError),
     #[error(transparent)]
     Apply(#[from] ApplyError),
-    #[error("capturing {file}: {source}")]
+    #[error("capturing {file}: {cause}")]
     Capture {
         file: String,
-        #[source]
-        source: ToolError,
+        /// Shown in the message, so not a `source()` too: `{:#}` would print it twice.
+        cause: ToolError,
     },
     #[error("capturing sysctl {key}: {message}")]
     CaptureSysctl { key: String, message: String },
     #[error("capturing the nftables tables: {message}")]
     CaptureTables { message: String },
-    #[error("node {node}: reading the effective state: {source}")]
+    #[error("node {node}: reading the effective state: {cause}")]
     Read {
         node: String,
-        #[source]
-        source: Box<ReadError>,
+        /// Shown in the message, so not a `source()` too: `{:#}` would print it twice.
+        cause: Box<ReadError>,
     },
 }
 
@@ -167,7 +167,7 @@ impl Replay {
     pub fn nodes(&self) -> Result<Vec<String>, ReplayError> {
         let io = |source| ReplayError::Io {
             path: self.dir.clone(),
-            source,
+            cause: source,
         };
         let mut out = Vec::new();
         for entry in std::fs::read_dir(&self.dir).map_err(io)? {
@@ -345,7 +345,7 @@ impl Replay {
             // The capture lists every table the real node held: the node's others go.
             let held = nft::list_tables(ns).map_err(|e| ReplayError::Read {
                 node: node.to_string(),
-                source: Box::new(ReadError::Nft(e)),
+                cause: Box::new(ReadError::Nft(e)),
             })?;
             let p = &mut loaded.programming;
             let mut lines = std::mem::take(&mut p.nft.lines);
@@ -369,7 +369,7 @@ impl Replay {
         };
         let effective = effective_state(ns, &opts).map_err(|source| ReplayError::Read {
             node: node.to_string(),
-            source: Box::new(source),
+            cause: Box::new(source),
         })?;
         Ok((report, effective))
     }
@@ -382,7 +382,7 @@ fn read_optional(path: &Path) -> Result<Option<(String, String)>, ReplayError> {
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(ReplayError::Io {
             path: path.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+            cause: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
         }),
     }
 }
@@ -521,16 +521,19 @@ pub fn capture(
     let node_dir = dir.join(node);
     std::fs::create_dir_all(&node_dir).map_err(|source| ReplayError::Io {
         path: node_dir.clone(),
-        source,
+        cause: source,
     })?;
     let write = |file: &str, text: &str| {
         let path = node_dir.join(file);
-        std::fs::write(&path, text).map_err(|source| ReplayError::Io { path, source })
+        std::fs::write(&path, text).map_err(|source| ReplayError::Io {
+            path,
+            cause: source,
+        })
     };
     let tool = |file: &str, program: &str, args: &[&str]| {
         tools::run(ns, program, args, None).map_err(|source| ReplayError::Capture {
             file: file.to_string(),
-            source,
+            cause: source,
         })
     };
     write(IPTABLES_FILE, &tool(IPTABLES_FILE, backend.save(), &[])?)?;
@@ -578,6 +581,21 @@ pub fn capture(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An error that shows its cause in its message has no `source()` as well: a chain printed
+    /// with `{:#}` (every run error is) would say it twice.
+    #[test]
+    fn a_cause_is_said_once() {
+        let e = anyhow::Error::from(ReplayError::Io {
+            path: "capture/node-a/iptables-save".into(),
+            cause: std::io::Error::other("stream did not contain valid UTF-8"),
+        })
+        .context("replaying node-a");
+        assert_eq!(
+            format!("{e:#}"),
+            "replaying node-a: capture/node-a/iptables-save: stream did not contain valid UTF-8"
+        );
+    }
 
     #[test]
     fn parses_ip_addr_lines() {

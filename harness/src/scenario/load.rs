@@ -38,11 +38,11 @@ impl fmt::Display for Problem {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    #[error("{origin}: cannot read scenario file: {source}")]
+    #[error("{origin}: cannot read scenario file: {cause}")]
     Read {
         origin: String,
-        #[source]
-        source: crate::input_file::InputError,
+        /// Shown in the message, so not a `source()` too: `{:#}` would print it twice.
+        cause: crate::input_file::InputError,
     },
     /// The file does not parse, or parses into a scenario that cannot describe a real cluster.
     #[error("{}", one_per_line(.problems))]
@@ -76,9 +76,9 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
 pub fn load_for(path: &Path, known: KnownProxiers<'_>) -> Result<Scenario, ScenarioError> {
     let origin = path.display().to_string();
     let text = crate::input_file::read_text(path, crate::input_file::SCENARIO_LIMIT, "scenario")
-        .map_err(|source| ScenarioError::Read {
+        .map_err(|cause| ScenarioError::Read {
             origin: origin.clone(),
-            source,
+            cause,
         })?;
     parse_for(&text, &origin, known)
 }
