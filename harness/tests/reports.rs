@@ -502,7 +502,7 @@ fn a_failing_exec_proxier_is_reported_as_an_errored_run() {
     let expected = regex::Regex::new(
         "^no probe ran\n\
          FAILED: 0 probe\\(s\\), 0 passed, 0 failed; 1 scenario run\\(s\\) errored \\(below\\); 1 run\\(s\\) in [0-9]+\\.[0-9] s\n  \
-         ERROR clusterip-udp × exec:false: exec:false: node node-a: `false` failed \\(exit \
+         ERROR clusterip-udp × exec:false: node node-a: `false` failed \\(exit \
          status: 1\\) and wrote nothing on stderr\n$",
     )
     .unwrap();

@@ -49,10 +49,10 @@ impl RunProgrammer for ExecRun<'_> {
         ctx: &NodeContext,
         node: &NodeNs,
     ) -> Result<NodeSummary> {
+        // Not labelled: every output already names the run's proxier beside its errors.
         let sync = self
             .0
-            .sync_node(&node.netns, &input_for(cluster, ctx), &applier()?)
-            .with_context(|| self.0.label())?;
+            .sync_node(&node.netns, &input_for(cluster, ctx), &applier()?)?;
         self.held(node, sync, None)
     }
 
@@ -69,7 +69,7 @@ impl RunProgrammer for ExecRun<'_> {
         let sync = self
             .0
             .sync_node(&node.netns, &input, &applier()?)
-            .with_context(|| format!("{} at step `{}`", self.0.label(), resync.step))?;
+            .with_context(|| format!("at step `{}`", resync.step))?;
         self.held(node, sync, Some(resync.step))
     }
 }

@@ -43,9 +43,8 @@ struct ReplayRun<'a>(&'a Replay);
 
 /// A capture of one node, applied to `node`.
 fn program_capture(replay: &Replay, node: &NodeNs) -> Result<NodeSummary> {
-    let (_, effective) = replay
-        .sync_node(&node.netns, &node.name, &applier()?)
-        .with_context(|| replay.label())?;
+    // Not labelled: every output already names the run's proxier beside its errors.
+    let (_, effective) = replay.sync_node(&node.netns, &node.name, &applier()?)?;
     Ok(summarize_effective(node, &effective))
 }
 
