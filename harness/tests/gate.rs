@@ -239,3 +239,33 @@ fn tags_select_the_library_part_a_proxier_supports() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown tag(s) ipv7; known: ipv4"));
 }
+
+/// `--list --shard K/N` lists what that share would run: the shares' (scenario, probe,
+/// proxier) runs are disjoint and make up the whole list.
+#[test]
+fn list_follows_the_shard() {
+    let runs = |args: &[&str]| -> std::collections::BTreeSet<String> {
+        let out = common::kpct(
+            &[
+                &["run", "--list", "--scenario", "scenarios/clusterip-*.yaml"],
+                args,
+            ]
+            .concat(),
+        );
+        assert!(out.status.success(), "{out:?}");
+        stdout(&out)
+            .lines()
+            .flat_map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                f[2].split(',')
+                    .map(|p| format!("{} {} {p}", f[0], f[1]))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let all = runs(&[]);
+    let (one, two) = (runs(&["--shard", "1/2"]), runs(&["--shard", "2/2"]));
+    assert!(!one.is_empty() && !two.is_empty());
+    assert!(one.is_disjoint(&two));
+    assert_eq!(&one | &two, all);
+}

@@ -184,7 +184,7 @@ fn trace_shows_the_iptables_nodeport_chain_walk() {
         path.hops
     );
     let text = trace.to_string();
-    assert!(text.contains("outcome: Delivered to web-"), "{text}");
+    assert!(text.contains("outcome: delivered to web-"), "{text}");
     assert!(text.contains("conntrack -L:"), "{text}");
     assert!(text.contains("sport=21000 dport=30080"), "{text}");
 }
@@ -216,7 +216,7 @@ fn trace_shows_the_nftables_nodeport_chain_walk() {
         ],
     );
     let text = trace.to_string();
-    assert!(text.contains("outcome: Delivered to web-"), "{text}");
+    assert!(text.contains("outcome: delivered to web-"), "{text}");
     assert!(
         !text.contains("kpct-trace"),
         "the tracer's own rules are left out: {text}"

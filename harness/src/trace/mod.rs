@@ -372,7 +372,8 @@ impl fmt::Display for Trace {
         )?;
         writeln!(f, "probe: {} -> {}", obs.from, obs.to)?;
         for shot in &obs.shots {
-            let mut outcome = format!("{:?}", shot.verdict);
+            // Spelled as scenario files and every other output spell it (`delivered`).
+            let mut outcome = crate::report::spelled(shot.verdict);
             if let Some(b) = &shot.backend {
                 let _ = write!(outcome, " to {b}");
             }

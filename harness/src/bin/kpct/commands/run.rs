@@ -133,17 +133,6 @@ pub fn run(args: Args) -> Result<()> {
         .map(|(f, s)| (s.name.clone(), f.clone()))
         .collect();
     let scenarios: Vec<kpct::scenario::Scenario> = chosen.into_iter().map(|(_, s)| s).collect();
-    if args.list {
-        for s in &scenarios {
-            for p in &s.probes {
-                println!("{}\t{}\t{}", s.name, p.name, labels.join(","));
-            }
-        }
-        return Ok(());
-    }
-    if let Some(dir) = &args.observations {
-        std::fs::create_dir_all(dir)?;
-    }
     let jobs: Vec<kpct::parallel::Job> = scenarios
         .iter()
         .flat_map(|scenario| {
@@ -156,6 +145,27 @@ pub fn run(args: Args) -> Result<()> {
         .filter(|(position, _)| args.shard.is_none_or(|s| s.holds(*position)))
         .map(|(_, job)| job)
         .collect();
+    if args.list {
+        // What would run: this share's runs (`--shard`), each scenario's probes with the
+        // proxiers that would run them.
+        for s in &scenarios {
+            let with: Vec<String> = jobs
+                .iter()
+                .filter(|j| std::ptr::eq(j.scenario, s))
+                .map(|j| j.proxier.label())
+                .collect();
+            if with.is_empty() {
+                continue;
+            }
+            for p in &s.probes {
+                println!("{}\t{}\t{}", s.name, p.name, with.join(","));
+            }
+        }
+        return Ok(());
+    }
+    if let Some(dir) = &args.observations {
+        std::fs::create_dir_all(dir)?;
+    }
     // Runs this kernel cannot hold are reported as not run here, never run to an error.
     let caps = kpct::caps::detect()?;
     let mut not_run = Vec::new();
