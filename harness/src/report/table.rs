@@ -19,14 +19,14 @@ pub struct Style {
 }
 
 impl Style {
-    /// 120 columns; colour only for a terminal and only without `NO_COLOR` (no-color.org: set
-    /// and not empty).
+    /// `COLUMNS` columns when it is set (at least [`MIN_WIDTH`]), else 120; colour only for a
+    /// terminal and only without `NO_COLOR` (no-color.org: set and not empty).
     pub fn for_stdout() -> Style {
         use std::io::IsTerminal;
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Style {
             colour: std::io::stdout().is_terminal() && !no_color,
-            width: 120,
+            width: width_from(std::env::var("COLUMNS").ok().as_deref()),
         }
     }
 
@@ -50,6 +50,16 @@ impl Style {
             word.to_string()
         }
     }
+}
+
+/// The narrowest table drawn, whatever `COLUMNS` says: the fixed columns need about this.
+pub const MIN_WIDTH: usize = 60;
+
+/// The width `COLUMNS` asks for: a number, at least [`MIN_WIDTH`]; 120 without one.
+fn width_from(columns: Option<&str>) -> usize {
+    columns
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .map_or(120, |c| c.max(MIN_WIDTH))
 }
 
 const HEADER: [&str; 4] = ["result", "probe", "verdict", "observed"];
@@ -186,16 +196,22 @@ fn line(out: &mut String, cells: &[String; 4], widths: &[usize; 4], style: &Styl
 }
 
 /// `text` in lines of at most `width` characters, broken after `, ` / `; ` / spaces where it
-/// can be and inside a word where it must.
+/// can be, else after a `-` or `/` (a probe's name: `external-to-node-b-` / `without-…`), and
+/// inside a word only where it must.
 fn wrap(text: &str, width: usize) -> Vec<String> {
     let width = width.max(1);
     let mut lines = Vec::new();
     let mut rest: Vec<char> = text.chars().collect();
     while rest.len() > width {
-        let cut = (1..=width)
+        let at_space = (1..=width)
             .rev()
-            .find(|&i| rest[i] == ' ' || rest[i - 1] == ' ')
-            .unwrap_or(width);
+            .find(|&i| rest[i] == ' ' || rest[i - 1] == ' ');
+        let after_dash = || {
+            (2..=width)
+                .rev()
+                .find(|&i| matches!(rest[i - 1], '-' | '/'))
+        };
+        let cut = at_space.or_else(after_dash).unwrap_or(width);
         lines.push(
             rest[..cut]
                 .iter()
@@ -273,7 +289,23 @@ mod tests {
         assert_eq!(wrap("a, b; c", 4), ["a,", "b; c"]);
         assert_eq!(wrap("web-1: x; web-2: y", 9), ["web-1: x;", "web-2: y"]);
         assert_eq!(wrap("abcdefgh", 3), ["abc", "def", "gh"]);
+        assert_eq!(
+            wrap("external-to-node-b-without-local-endpoint", 34),
+            ["external-to-node-b-without-local-", "endpoint"]
+        );
+        assert_eq!(
+            wrap("scale-down/one-endpoint", 12),
+            ["scale-down/", "one-endpoint"]
+        );
         assert_eq!(wrap("short", 10), ["short"]);
+    }
+
+    #[test]
+    fn columns_sets_the_width_within_reason() {
+        assert_eq!(width_from(None), 120);
+        assert_eq!(width_from(Some("200")), 200);
+        assert_eq!(width_from(Some("20")), MIN_WIDTH);
+        assert_eq!(width_from(Some("wide")), 120);
     }
 
     #[test]
