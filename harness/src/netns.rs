@@ -330,14 +330,27 @@ fn remove_named(name: &str) {
 
 /// Removes every namespace this process still owns and refuses to create any more: what the
 /// signal handler does before exiting (`Drop` will not run then). Returns the registry still
-/// locked, so that no other thread can create a namespace until the process is gone.
-fn close_registry() -> std::sync::MutexGuard<'static, Registry> {
+/// locked, so that no other thread can create a namespace until the process is gone, and how
+/// many namespaces it removed.
+fn close_registry() -> (std::sync::MutexGuard<'static, Registry>, usize) {
     let mut registry = registry();
     registry.closing = true;
-    for name in std::mem::take(&mut registry.live) {
+    let live = std::mem::take(&mut registry.live);
+    let removed = live.len();
+    for name in live {
         unmount_and_unlink(&Path::new(NETNS_DIR).join(name));
     }
-    registry
+    (registry, removed)
+}
+
+/// What the signal handler says it did: a persisted lab's namespaces are not this run's to
+/// remove, and the message must not claim they were.
+fn interrupted_message(removed: usize) -> String {
+    if removed == 0 {
+        "kpct: interrupted; no network namespace of this run was left to remove".to_string()
+    } else {
+        format!("kpct: interrupted; removed this run's {removed} network namespace(s)")
+    }
 }
 
 /// Installs a SIGINT/SIGTERM/SIGHUP handler that removes this process's namespaces and exits
@@ -348,8 +361,8 @@ pub fn install_signal_cleanup() {
         let _ = ctrlc::set_handler(|| {
             // Proxier processes first: they may hold a namespace open and could create more.
             crate::process_groups::kill_all();
-            let _held_until_exit = close_registry();
-            eprintln!("kpct: interrupted; removed this run's network namespaces");
+            let (_held_until_exit, removed) = close_registry();
+            eprintln!("{}", interrupted_message(removed));
             std::process::exit(130);
         });
     });

@@ -301,7 +301,7 @@ fn lab_up_with_backends_serves_until_stopped() {
     let mut child = common::kpct_command(&["lab", "up", file.to_str().unwrap()])
         .args(["--proxier", "kube-proxy-iptables", "--backends"])
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -356,10 +356,17 @@ fn lab_up_with_backends_serves_until_stopped() {
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGINT,
     );
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut said).unwrap();
     assert_eq!(child.wait().unwrap().code(), Some(130));
     assert!(
         !kpct::lab::existing(&name).unwrap().is_empty(),
         "the lab stays up"
+    );
+    // It says so: it removed none of the lab's namespaces, and does not claim it did.
+    assert!(
+        said.contains("kpct: interrupted; no network namespace of this run was left to remove"),
+        "{said}"
     );
     assert!(
         !connect(&pod.ip.to_string(), port).status.success(),
