@@ -277,9 +277,10 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "secondary-ips.yaml",
-        "tests/fixtures/bad/secondary-ips.yaml:8:36: topology.nodes[0].secondaryIPs[1]: node IP 192.168.1.11 is already used by topology.nodes[1].ip\n\
-         tests/fixtures/bad/secondary-ips.yaml:8:50: topology.nodes[0].secondaryIPs[2]: node IP 10.0.0.1 is outside the underlay 192.168.1.0/24\n\
-         tests/fixtures/bad/secondary-ips.yaml:14:5: topology.external.ip: external client IP 192.168.1.20 is the IP of node `node-a`",
+        "tests/fixtures/bad/secondary-ips.yaml:9:36: topology.nodes[0].secondaryIPs[1]: node IP 192.168.1.11 is already used by topology.nodes[1].ip\n\
+         tests/fixtures/bad/secondary-ips.yaml:9:50: topology.nodes[0].secondaryIPs[2]: node IP 10.0.0.1 is outside the underlay 192.168.1.0/24\n\
+         tests/fixtures/bad/secondary-ips.yaml:13:22: topology.nodes[1].secondaryIPs[0]: secondary IP fd00:1::20 is IPv6, and node `node-b` has no IPv6 `ip` to add it beside\n\
+         tests/fixtures/bad/secondary-ips.yaml:16:5: topology.external.ip: external client IP 192.168.1.20 is the IP of node `node-a`",
     ),
     (
         "service-families-single-stack.yaml",

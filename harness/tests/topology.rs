@@ -578,6 +578,47 @@ async fn the_ipv6_underlay_connects_the_external_client_and_the_nodes() {
     assert_eq!(&buf[..n], b"back");
 }
 
+/// An IPv6 secondary address (`secondaryIPs`) receives — the external client reaches the node
+/// at it — while the node still sources its own traffic from its `ip`: the secondary one is
+/// deprecated, which source address selection avoids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ipv6_secondary_address_receives_but_is_never_the_source() {
+    use std::net::SocketAddrV6;
+    let mut s = dual_stack();
+    let secondary: std::net::Ipv6Addr = "fd00:1::20".parse().unwrap();
+    s.topology.nodes[0].secondary_ips = vec![secondary.into()];
+    kpct::scenario::validate(&s).expect("an IPv6 secondary IP is valid");
+    let topo = Topology::build(&s).await.expect("topology builds");
+    let ext = topo.external().unwrap();
+    let node_a = topo.node("node-a").unwrap();
+    let server = udp6_socket(&node_a.netns, SocketAddrV6::new(secondary, 9000, 0, 0));
+    let client = udp6_socket(
+        &ext.netns,
+        SocketAddrV6::new(ext.ipv6.unwrap(), 41000, 0, 0),
+    );
+    client
+        .send_to(b"hello", SocketAddrV6::new(secondary, 9000, 0, 0))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    let (n, _) = server
+        .recv_from(&mut buf)
+        .expect("node-a received it at the secondary IP");
+    assert_eq!(&buf[..n], b"hello");
+    // The node's own traffic to the client leaves from its `ip`.
+    let unbound = node_a
+        .netns
+        .run(|| std::net::UdpSocket::bind("[::]:0"))
+        .unwrap()
+        .unwrap();
+    unbound
+        .connect(SocketAddrV6::new(ext.ipv6.unwrap(), 41000, 0, 0))
+        .unwrap();
+    assert_eq!(
+        unbound.local_addr().unwrap().ip(),
+        std::net::IpAddr::V6(node_a.ipv6.unwrap())
+    );
+}
+
 /// IPv6 runs only in the namespaces of a scenario with an IPv6 range, and there with fixed
 /// link-local addresses (EUI-64 of the fixed MACs) that no build changes and none tentative.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -213,14 +213,15 @@ pub struct Node {
     /// The node's underlay address per family (its InternalIPs): `ip`, or `ips: [IPv4, IPv6]`.
     #[serde(alias = "ips")]
     pub ip: DualIp,
-    /// More underlay addresses on the same interface (kernel-secondary: the node still sources
-    /// its own traffic from `ip`), e.g. a second address serving NodePorts.
+    /// More underlay addresses on the same interface, of either family the node has an `ip`
+    /// of (the node still sources its own traffic from `ip`: an IPv4 one is kernel-secondary,
+    /// an IPv6 one deprecated), e.g. a second address serving NodePorts.
     #[serde(
         rename = "secondaryIPs",
         default,
         skip_serializing_if = "Vec::is_empty"
     )]
-    pub secondary_ips: Vec<Ipv4Addr>,
+    pub secondary_ips: Vec<std::net::IpAddr>,
     /// `podCIDR`, or `podCIDRs: [IPv4, IPv6]` on a dual-stack node.
     #[serde(rename = "podCIDR", alias = "podCIDRs")]
     pub pod_cidr: DualCidr,
@@ -239,10 +240,12 @@ impl Node {
     /// Whether `ip` is one of the node's underlay addresses (`ip`, of either family, or a
     /// secondary one).
     pub fn owns(&self, ip: impl Into<std::net::IpAddr>) -> bool {
-        match ip.into() {
-            std::net::IpAddr::V4(v4) => self.ip.v4 == Some(v4) || self.secondary_ips.contains(&v4),
-            std::net::IpAddr::V6(v6) => self.ip.v6 == Some(v6),
-        }
+        let ip = ip.into();
+        self.secondary_ips.contains(&ip)
+            || match ip {
+                std::net::IpAddr::V4(v4) => self.ip.v4 == Some(v4),
+                std::net::IpAddr::V6(v6) => self.ip.v6 == Some(v6),
+            }
     }
 }
 

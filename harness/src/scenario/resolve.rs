@@ -83,7 +83,7 @@ fn node_context_for(s: &Scenario, node: &str, family: IpFamily) -> Option<NodeCo
         .chain(
             n.secondary_ips
                 .iter()
-                .map(|a| IpAddr::V4(*a))
+                .copied()
                 .filter(|a| IpFamily::of(*a) == family),
         )
         .collect();

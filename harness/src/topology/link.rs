@@ -4,7 +4,7 @@ use crate::netns::Netns;
 use crate::scenario::IpFamily;
 use anyhow::{anyhow, Context, Result};
 use futures::TryStreamExt;
-use netlink_packet_route::address::AddressHeaderFlags;
+use netlink_packet_route::address::{AddressAttribute, AddressHeaderFlags, CacheInfo};
 use netlink_packet_route::link::{InfoData, InfoVeth, LinkAttribute, LinkMessage};
 use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourFlags};
 use rtnetlink::{Handle, LinkBridge, LinkUnspec, LinkVeth, LinkVxlan, RouteMessageBuilder};
@@ -204,6 +204,34 @@ impl NetlinkNs {
         req.execute()
             .await
             .with_context(|| self.ctx(&format!("adding {addr}/{prefix_len} to {dev}")))
+    }
+
+    /// Adds `addr` beside the interface's address of its family, never to be the node's source
+    /// address: an IPv4 one added later is kernel-secondary; an IPv6 one is added deprecated
+    /// (preferred lifetime 0, valid forever, as `ip addr add … preferred_lft 0`), which source
+    /// address selection avoids (RFC 6724 rule 3). It still receives.
+    pub async fn add_secondary_address(
+        &self,
+        dev: &str,
+        addr: IpAddr,
+        prefix_len: u8,
+    ) -> Result<()> {
+        if addr.is_ipv4() {
+            return self.add_address(dev, addr, prefix_len).await;
+        }
+        let index = self.index_of(dev).await?;
+        let mut req = self.handle.address().add(index, addr, prefix_len);
+        let message = req.message_mut();
+        message.header.flags |= AddressHeaderFlags::Nodad;
+        let mut lifetimes = CacheInfo::default();
+        lifetimes.ifa_preferred = 0;
+        lifetimes.ifa_valid = u32::MAX;
+        message
+            .attributes
+            .push(AddressAttribute::CacheInfo(lifetimes));
+        req.execute()
+            .await
+            .with_context(|| self.ctx(&format!("adding {addr}/{prefix_len} (deprecated) to {dev}")))
     }
 
     pub async fn add_default_route(&self, gateway: impl Into<IpAddr>) -> Result<()> {

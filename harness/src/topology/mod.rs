@@ -30,8 +30,9 @@ pub struct NodeNs {
     pub name: String,
     /// The node's IPv4 underlay address; none in an IPv6-only underlay.
     pub ip: Option<Ipv4Addr>,
-    /// Further eth0 addresses, added after `ip` so the kernel keeps `ip` primary.
-    pub secondary_ips: Vec<Ipv4Addr>,
+    /// Further eth0 addresses, each after the address of its family so that the node still
+    /// sources its traffic from that one (see [`NodeNs::underlay_ips`]).
+    pub secondary_ips: Vec<IpAddr>,
     /// The IPv4 podCIDR; none in an IPv6-only cluster.
     pub pod_cidr: Option<Ipv4Cidr>,
     /// The node's IPv6 underlay address, in a dual-stack or IPv6-only underlay.
@@ -45,13 +46,21 @@ pub struct NodeNs {
 }
 
 impl NodeNs {
-    /// The node's eth0 addresses: its IPv4 address, the secondary ones, then its IPv6 address.
+    /// The node's eth0 addresses: its IPv4 address, its IPv4 secondary ones, its IPv6 address,
+    /// its IPv6 secondary ones.
     pub fn underlay_ips(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        let secondary = |family: IpFamily| {
+            self.secondary_ips
+                .iter()
+                .copied()
+                .filter(move |ip| IpFamily::of(*ip) == family)
+        };
         self.ip
-            .into_iter()
-            .chain(self.secondary_ips.iter().copied())
             .map(IpAddr::V4)
+            .into_iter()
+            .chain(secondary(IpFamily::Ipv4))
             .chain(self.ipv6.map(IpAddr::V6))
+            .chain(secondary(IpFamily::Ipv6))
     }
 
     /// The node's underlay address of `family`, if it has one.
@@ -576,10 +585,16 @@ async fn configure_node(node: &NodeNs, underlay: &crate::scenario::DualCidr) -> 
     }
     let nl = NetlinkNs::open(&node.netns)?;
     nl.set_up("lo").await?;
-    // In this order, so the kernel keeps `ip` primary.
+    // In this order, so the kernel keeps `ip` primary (IPv4); IPv6 secondaries are deprecated,
+    // which source address selection avoids.
     for ip in node.underlay_ips() {
         if let Some(range) = underlay.of(IpFamily::of(ip)) {
-            nl.add_address(UNDERLAY_IF, ip, range.prefix_len()).await?;
+            if node.secondary_ips.contains(&ip) {
+                nl.add_secondary_address(UNDERLAY_IF, ip, range.prefix_len())
+                    .await?;
+            } else {
+                nl.add_address(UNDERLAY_IF, ip, range.prefix_len()).await?;
+            }
         }
     }
     nl.set_up(UNDERLAY_IF).await?;

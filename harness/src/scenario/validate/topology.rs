@@ -193,7 +193,27 @@ impl Checker<'_> {
         for (i, node) in t.nodes.iter().enumerate() {
             for (k, &ip) in node.secondary_ips.iter().enumerate() {
                 let path = Self::topo().key("nodes").idx(i).key("secondaryIPs").idx(k);
-                self.underlay_ip(Family::V4, path, ip, t.underlay.v4, &mut ips);
+                // Each beside the node's own address of its family, on the same interface.
+                if !node.ip.has(IpFamily::of(ip)) {
+                    self.err(
+                        path,
+                        format!(
+                            "secondary IP {ip} is {}, and node `{}` has no {0} `ip` to add it \
+                             beside",
+                            IpFamily::of(ip),
+                            node.name
+                        ),
+                    );
+                    continue;
+                }
+                match ip {
+                    IpAddr::V4(v4) => {
+                        self.underlay_ip(Family::V4, path, v4, t.underlay.v4, &mut ips)
+                    }
+                    IpAddr::V6(v6) => {
+                        self.underlay_ip(Family::V6Alone, path, v6, t.underlay.v6, &mut ips)
+                    }
+                }
             }
         }
     }
