@@ -167,6 +167,16 @@ pub enum ExecError {
         status: String,
         stderr: String,
     },
+    #[error(
+        "node {node}: `{command}` printed more than {} MiB on stdout, more than any programming \
+         needs; kpct reads no more",
+        .limit >> 20
+    )]
+    TooMuchOutput {
+        node: String,
+        command: String,
+        limit: usize,
+    },
     #[error("node {node}: the programming printed by `{command}` is malformed: {cause}")]
     Output {
         node: String,
@@ -182,6 +192,65 @@ pub enum ExecError {
         /// Shown in the message, so not a `source()` too: `{:#}` would print it twice.
         cause: Box<ReadError>,
     },
+}
+
+/// The most a program may print on stdout: far more than any node's programming (10,000
+/// Services' iptables rules are a few MiB), and what bounds kpct's memory however much a broken
+/// program prints.
+const STDOUT_LIMIT: usize = 64 << 20;
+
+/// How much of the end of its stderr is kept, for error messages.
+const STDERR_KEPT: usize = 64 << 10;
+
+/// What of a pipe is kept.
+#[derive(Clone, Copy)]
+enum Keep {
+    /// The first this many bytes; the rest is read and dropped (a program blocked on a full
+    /// pipe would only time out).
+    Head(usize),
+    /// The last this many bytes.
+    Tail(usize),
+}
+
+/// A pipe's text, as far as it was kept.
+#[derive(Default)]
+struct Drained {
+    text: String,
+    /// Whether more came than was kept.
+    cut: bool,
+}
+
+/// Reads `pipe` to its end, keeping what `keep` says: memory stays bounded whatever the program
+/// prints.
+fn drain_bounded(mut pipe: Box<dyn Read + Send>, keep: Keep) -> Drained {
+    let mut kept: Vec<u8> = Vec::new();
+    let mut cut = false;
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        let n = match pipe.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        match keep {
+            Keep::Head(limit) => {
+                let room = limit.saturating_sub(kept.len());
+                kept.extend_from_slice(&chunk[..n.min(room)]);
+                cut |= n > room;
+            }
+            Keep::Tail(limit) => {
+                kept.extend_from_slice(&chunk[..n]);
+                if kept.len() > 2 * limit {
+                    let excess = kept.len() - limit;
+                    kept.drain(..excess);
+                    cut = true;
+                }
+            }
+        }
+    }
+    // Valid UTF-8 becomes the String without a copy.
+    let text = String::from_utf8(kept)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    Drained { text, cut }
 }
 
 /// The stdin document for one node.
@@ -343,13 +412,10 @@ impl ExecProxier {
                 let _ = pipe.write_all(json.as_bytes());
             }
         });
-        let drain = |pipe: Option<Box<dyn Read + Send>>| {
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                if let Some(mut p) = pipe {
-                    let _ = p.read_to_end(&mut buf);
-                }
-                String::from_utf8_lossy(&buf).into_owned()
+        let drain = |pipe: Option<Box<dyn Read + Send>>, keep: Keep| {
+            std::thread::spawn(move || match pipe {
+                Some(p) => drain_bounded(p, keep),
+                None => Drained::default(),
             })
         };
         let stdout = drain(
@@ -357,12 +423,14 @@ impl ExecProxier {
                 .stdout
                 .take()
                 .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            Keep::Head(STDOUT_LIMIT),
         );
         let stderr = drain(
             child
                 .stderr
                 .take()
                 .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            Keep::Tail(STDERR_KEPT),
         );
         let started = Instant::now();
         let status = loop {
@@ -382,7 +450,7 @@ impl ExecProxier {
         group.kill();
         let _ = writer.join();
         let stdout = stdout.join().unwrap_or_default();
-        let stderr = stderr.join().unwrap_or_default().trim().to_string();
+        let stderr = stderr.join().unwrap_or_default().text.trim().to_string();
         let Some(status) = status else {
             return Err(ExecError::Timeout {
                 node,
@@ -399,6 +467,14 @@ impl ExecProxier {
                 stderr,
             });
         }
+        if stdout.cut {
+            return Err(ExecError::TooMuchOutput {
+                node,
+                command,
+                limit: STDOUT_LIMIT,
+            });
+        }
+        let stdout = stdout.text;
         if stdout.trim().is_empty() {
             return Ok(ExecOutcome::SelfProgrammed);
         }
