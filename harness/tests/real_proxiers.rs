@@ -30,6 +30,31 @@ fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// A proxier that exits at once is seen exited only with its last words read: the exit and
+/// the output come from different threads, and an error quoting the log must quote the line
+/// that explains the exit (seen under load: "exited (exit status: 3) …; its log ends:" with
+/// nothing after it).
+#[test]
+#[serial_test::serial(real_proxier_processes)]
+fn an_exit_is_seen_with_the_last_words() {
+    let ns = netns("real-last-words");
+    let dir = scratch_dir("real-last-words");
+    // 60 KiB of log first, almost a pipe's buffer, so that much may still be unread at the exit.
+    let crashing = script(
+        &dir,
+        "crashing",
+        "#!/bin/sh\nhead -c 61440 /dev/zero | tr '\\0' '\\n' >&2\necho 'bad flag: boom' >&2\nexit 3\n",
+    );
+    for round in 0..100 {
+        let process = ProxierProcess::start(&ns, "crashing", &crashing, &[], &[]).unwrap();
+        // Woken the moment the exit is known, as the sync waits are.
+        let status = process.wait_exit(Duration::from_secs(30));
+        assert_eq!(status.and_then(|s| s.code()), Some(3));
+        assert_eq!(process.log_tail(1), "bad flag: boom", "round {round}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A proxier process sees its node and nothing else: no other namespace to enter (through
 /// `/run/netns` or its parent's `/proc/PID/ns/net`), the host's files read-only (here a file
 /// kpct can write, which it cannot), a sysfs of its own node's namespace only (it lists the

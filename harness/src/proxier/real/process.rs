@@ -79,7 +79,13 @@ struct Shared {
     output: VecDeque<u8>,
     /// Bytes of output dropped from the front to keep [`KEPT_OUTPUT`].
     dropped: usize,
+    /// Output pipes read to their end.
+    pipes_closed: usize,
 }
+
+/// How long an exited process's last output may take to be read: its pipes close when the
+/// last process of its PID namespace is gone, which follows its exit at once.
+const LAST_OUTPUT: Duration = Duration::from_secs(2);
 
 impl ProxierProcess {
     /// Starts `program` with `args` confined to `netns` (see the module's doc).
@@ -176,9 +182,12 @@ impl ProxierProcess {
         &self.label
     }
 
-    /// How it ended, if it has.
+    /// How it ended, if it has; once it has, everything it printed has been read (up to
+    /// [`LAST_OUTPUT`]), so a message quoting its log quotes its last words: the exit is seen
+    /// by one thread and the output read by others, and without this wait an error could quote
+    /// a log without the line that explains it.
     pub fn exit_status(&self) -> Option<ExitStatus> {
-        self.shared().exit
+        self.wait_exit(Duration::ZERO)
     }
 
     /// How long since it was started.
@@ -222,12 +231,18 @@ impl ProxierProcess {
         }
     }
 
-    /// Its exit status once it has exited, waiting at most `limit`.
+    /// Its exit status once it has exited, waiting at most `limit`; then, as
+    /// [`ProxierProcess::exit_status`], with its output read.
     pub fn wait_exit(&self, limit: Duration) -> Option<ExitStatus> {
         let (lock, woken) = &*self.state;
         let shared = lock.lock().unwrap_or_else(|p| p.into_inner());
         let (shared, _) = woken
             .wait_timeout_while(shared, limit, |s| s.exit.is_none())
+            .unwrap_or_else(|p| p.into_inner());
+        shared.exit?;
+        let pipes = self.readers.len();
+        let (shared, _) = woken
+            .wait_timeout_while(shared, LAST_OUTPUT, |s| s.pipes_closed < pipes)
             .unwrap_or_else(|p| p.into_inner());
         shared.exit
     }
@@ -295,7 +310,12 @@ fn keep_output(mut pipe: Box<dyn Read + Send>, state: &(Mutex<Shared>, Condvar))
     let mut buf = [0u8; 8192];
     loop {
         match pipe.read(&mut buf) {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => {
+                let mut shared = state.0.lock().unwrap_or_else(|p| p.into_inner());
+                shared.pipes_closed += 1;
+                state.1.notify_all();
+                return;
+            }
             Ok(n) => {
                 let mut shared = state.0.lock().unwrap_or_else(|p| p.into_inner());
                 shared.output.extend(&buf[..n]);
