@@ -23,7 +23,8 @@ struct Cli {
 enum Command {
     /// Report what the running kernel offers (IP_VS, dummy, vxlan, xt_ipvs, ipset types).
     Caps(caps::Args),
-    /// Run scenarios against proxiers and print the result table (exit 1 on any failure).
+    /// Run scenarios against proxiers and print the result table (exit 1 on any failure; 3 when
+    /// everything that ran passed but some run needs what this kernel lacks).
     Run(run::Args),
     /// Check scenario files without running them: every problem of every file in one pass,
     /// including the library's rules (header comment, description, name = file name, the
