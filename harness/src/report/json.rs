@@ -152,32 +152,35 @@ pub fn json(results: &Results) -> serde_json::Result<String> {
             }
         })
         .collect();
-    runs.extend(results.errors.iter().map(|e| Run {
-        scenario: &e.scenario,
-        proxier: &e.proxier,
-        file: file(&e.scenario),
-        result: Outcome::Error,
+    // Runs that did not complete: no probes, no steps, only why.
+    let unfinished = |scenario, proxier, result, seconds: f64, why| Run {
+        scenario,
+        proxier,
+        file: file(scenario),
+        result,
         started: None,
-        duration_seconds: e.elapsed.as_secs_f64(),
-        error: Some(&e.message),
+        duration_seconds: seconds,
+        error: Some(why),
         violations: &[],
         nodes: &[],
         probes: Vec::new(),
         steps: Vec::new(),
+    };
+    runs.extend(results.errors.iter().map(|e| {
+        unfinished(
+            &e.scenario,
+            &e.proxier,
+            Outcome::Error,
+            e.elapsed.as_secs_f64(),
+            &e.message,
+        )
     }));
-    runs.extend(results.not_run.iter().map(|n| Run {
-        scenario: &n.scenario,
-        proxier: &n.proxier,
-        file: file(&n.scenario),
-        result: Outcome::NotRun,
-        started: None,
-        duration_seconds: 0.0,
-        error: Some(&n.reason),
-        violations: &[],
-        nodes: &[],
-        probes: Vec::new(),
-        steps: Vec::new(),
-    }));
+    runs.extend(
+        results
+            .not_run
+            .iter()
+            .map(|n| unfinished(&n.scenario, &n.proxier, Outcome::NotRun, 0.0, &n.reason)),
+    );
     let result = if counts.errored > 0 {
         Outcome::Error
     } else if counts.any_failure() {

@@ -53,13 +53,7 @@ impl CounterWatch<'_> {
     /// counter are counted as no sync (a Prometheus client shows a counter from its first
     /// increment on).
     fn read(&self, waiting_for: &str) -> Result<Option<Series>> {
-        if let Some(status) = self.process.exit_status() {
-            bail!(
-                "{} exited ({status}) while kpct waited for {waiting_for}; its log ends:\n{}",
-                self.process.label(),
-                self.process.log_tail(LOG_LINES)
-            );
-        }
+        self.process.still_running(waiting_for)?;
         Ok(metrics::fetch(self.netns, self.address)
             .ok()
             .flatten()

@@ -56,6 +56,9 @@ proxier=$!
 wait "$proxier"
 "#;
 
+/// How many lines of its log the error for an exited process quotes.
+const EXITED_LOG_LINES: usize = 20;
+
 /// The last this many bytes of a process's output are kept (its log tail, for evidence).
 const KEPT_OUTPUT: usize = 256 * 1024;
 
@@ -245,6 +248,18 @@ impl ProxierProcess {
             .wait_timeout_while(shared, LAST_OUTPUT, |s| s.pipes_closed < pipes)
             .unwrap_or_else(|p| p.into_inner());
         shared.exit
+    }
+
+    /// An error when it has exited, quoting the end of its log: what every wait for it checks.
+    pub fn still_running(&self, waiting_for: &str) -> Result<()> {
+        match self.exit_status() {
+            None => Ok(()),
+            Some(status) => Err(anyhow!(
+                "{} exited ({status}) while kpct waited for {waiting_for}; its log ends:\n{}",
+                self.label,
+                self.log_tail(EXITED_LOG_LINES)
+            )),
+        }
     }
 
     /// Whether what it printed (as far as it is kept) holds `text`.

@@ -609,13 +609,7 @@ impl RealRun<'_> {
                     Ok(()) => return Ok(()),
                     Err(behind) => behind,
                 };
-            if let Some(status) = process.exit_status() {
-                anyhow::bail!(
-                    "{} exited ({status}) while kpct waited for {what}; its log ends:\n{}",
-                    process.label(),
-                    process.log_tail(EVIDENCE_LOG_LINES)
-                );
-            }
+            process.still_running(what)?;
             if left.is_zero() {
                 anyhow::bail!(
                     "{} was not sent resourceVersion {rv} within {} s, for {what}: {}; its log \

@@ -25,7 +25,7 @@
 use super::metrics::{self, Changes, Metrics, SyncMetrics};
 use super::process::ProxierProcess;
 use crate::netns::Netns;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -74,13 +74,7 @@ impl SyncWatch<'_> {
     /// Reads the metrics now; `None` while nothing serves them yet. A proxier that has exited
     /// is an error quoting its log.
     fn sample(&self, waiting_for: &str) -> Result<Option<Sample>> {
-        if let Some(status) = self.process.exit_status() {
-            bail!(
-                "{} exited ({status}) while kpct waited for {waiting_for}; its log ends:\n{}",
-                self.process.label(),
-                self.process.log_tail(LOG_LINES)
-            );
-        }
+        self.process.still_running(waiting_for)?;
         let at = now();
         Ok(metrics::read(self.netns, self.address)?.map(|metrics| Sample { at, metrics }))
     }
