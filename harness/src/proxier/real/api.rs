@@ -98,7 +98,7 @@ impl ApiProxier {
         }
         match command.first() {
             None => problems.push("no command".into()),
-            Some(program) if program.contains('/') && !is_executable(Path::new(program)) => {
+            Some(program) if program.contains('/') && !super::is_executable(Path::new(program)) => {
                 problems.push(format!("{program} is not an executable file"))
             }
             Some(_) => {}
@@ -217,11 +217,6 @@ fn unknown_placeholders(word: &str) -> Vec<String> {
         rest = &rest[open + close + 1..];
     }
     out
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 impl NodeProgrammer for ApiProxier {

@@ -118,14 +118,9 @@ type Series = BTreeMap<String, f64>;
 
 /// The series of `name` in a Prometheus text exposition (none before its first increment).
 pub fn counter(text: &str, name: &str) -> Series {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|line| {
-            let (series, value) = line.rsplit_once(' ')?;
-            let (series_name, labels) = series.split_once('{').unwrap_or((series, ""));
-            let value = value.trim().parse::<f64>().ok()?;
-            (series_name == name).then(|| (labels.trim_end_matches('}').to_string(), value))
-        })
+    metrics::samples(text)
+        .filter(|(series, _, _)| *series == name)
+        .map(|(_, labels, value)| (labels.to_string(), value))
         .collect()
 }
 

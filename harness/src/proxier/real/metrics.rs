@@ -110,20 +110,25 @@ pub fn fetch(netns: &Netns, address: SocketAddr) -> Result<Option<String>> {
     Ok(Some(body.to_string()))
 }
 
+/// Every sample of a Prometheus text exposition: its metric's name, its labels as written
+/// (without the braces, `""` for none) and its value; comments and unreadable lines left out.
+pub fn samples(text: &str) -> impl Iterator<Item = (&str, &str, f64)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (name, labels) = match series.split_once('{') {
+                Some((name, labels)) => (name, labels.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            Some((name, labels, value.trim().parse::<f64>().ok()?))
+        })
+}
+
 /// The sync metrics in a Prometheus text exposition.
 pub fn parse(text: &str) -> Metrics {
     let mut out = Metrics::default();
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some((series, value)) = line.rsplit_once(' ') else {
-            continue;
-        };
-        let (name, labels) = match series.split_once('{') {
-            Some((name, labels)) => (name, labels.trim_end_matches('}')),
-            None => (series, ""),
-        };
-        let Ok(value) = value.trim().parse::<f64>() else {
-            continue;
-        };
+    for (name, labels, value) in samples(text) {
         match name {
             SERVICE_CHANGES => out.changes.services = value as u64,
             ENDPOINT_CHANGES => out.changes.endpoint_slices = value as u64,
