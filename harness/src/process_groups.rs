@@ -48,3 +48,18 @@ pub fn kill_all() {
         let _ = killpg(Pid::from_raw(*id), Signal::SIGKILL);
     }
 }
+
+/// Makes the process `cmd` starts get SIGKILL when the thread that spawns it ends (kpct's
+/// SIGKILL included), so a proxier never outlives kpct: the spawning thread must live until the
+/// process exits.
+pub fn die_with_spawning_thread(cmd: &mut std::process::Command) {
+    // SAFETY: prctl(2) is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

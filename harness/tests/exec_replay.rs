@@ -687,13 +687,16 @@ fn replay_refuses_a_missing_directory_and_an_empty_node() {
 
 /// An `exec:` proxier is confined to its node: it tries to enter the root namespace through its
 /// parent's `/proc/PID/ns/net`, another node's namespace through `/run/netns`, to load a kernel
-/// module and to write a host-wide sysctl, and every attempt fails; it holds none of
-/// SYS_MODULE, SYS_ADMIN, SYS_PTRACE, and every process it can see is in its node's network
-/// namespace. It still writes its own node's net.* sysctls.
+/// module, to write a host-wide sysctl and to change a device through `/sys`, and every
+/// attempt fails; it holds none of SYS_MODULE, SYS_ADMIN, SYS_PTRACE, its sysfs lists its
+/// node's links only, and every process it can see is in its node's network namespace. It
+/// still writes its own node's net.* sysctls.
 #[test]
 fn an_exec_proxier_cannot_leave_its_node() {
     let (cluster, node) = scenario();
     let ns = netns("confined");
+    ns.exec("ip", &["link", "add", "kpct-own0", "type", "bridge"])
+        .unwrap();
     let other = netns("confined-other");
     let dir = scratch_dir("confined");
     let report = dir.join("report");
@@ -710,6 +713,9 @@ try test -e /run/netns/{other}
 try python3 -c 'import ctypes,sys; ctypes.CDLL(None,use_errno=True).syscall(313,-1,b"",0); sys.exit(ctypes.get_errno() in (1,38))'
 try python3 -c 'import sys; e=int(open("/proc/self/status").read().split("CapEff:")[1].split()[0],16); sys.exit(not e & (1<<16 | 1<<21 | 1<<19))'
 v=$(cat /proc/sys/vm/swappiness); try sh -c "echo $v > /proc/sys/vm/swappiness"
+try sh -c 'echo 1280 > /sys/class/net/kpct-own0/mtu'
+try sh -c 'echo kpct > /sys/class/net/kpct-own0/ifalias'
+echo "links in sysfs: $(ls /sys/class/net | sort | tr '\n' ' ')"
 echo "net namespaces seen: $(for p in /proc/[0-9]*; do readlink $p/ns/net; done | sort -u | tr '\n' ' ')"
 echo 1 > /proc/sys/net/ipv4/ip_forward && echo "own sysctl: written"
 "#,
@@ -730,7 +736,8 @@ echo 1 > /proc/sys/net/ipv4/ip_forward && echo "own sysctl: written"
     assert!(!text.contains("ESCAPED"), "{text}");
     // finit_module fails with EPERM without CAP_SYS_MODULE (ENOSYS on a kernel without module
     // support, as on some CI hosts); the capability check says which capability it lacks.
-    assert_eq!(text.matches("refused: ").count(), 6, "{text}");
+    assert_eq!(text.matches("refused: ").count(), 8, "{text}");
+    assert!(text.contains("links in sysfs: kpct-own0 lo \n"), "{text}");
     let own = std::fs::metadata(ns.path()).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
     assert!(
         text.contains(&format!("net namespaces seen: net:[{}] \n", own.unwrap())),
@@ -738,6 +745,86 @@ echo 1 > /proc/sys/net/ipv4/ip_forward && echo "own sysctl: written"
     );
     assert!(text.contains("own sysctl: written"), "{text}");
     assert_eq!(ns.get_sysctl("net.ipv4.ip_forward").unwrap(), "1");
+}
+
+/// The process that holds an `exec:` proxier in
+/// [`an_exec_proxier_dies_with_kpct_even_by_sigkill`]: it runs one (a script that starts a
+/// `sleep` in the background and then becomes another), says when both run, and waits to be
+/// killed.
+#[test]
+fn holder_of_an_exec_proxier() {
+    let Ok(marker) = std::env::var("KPCT_TEST_HOLDER") else {
+        return;
+    };
+    let (cluster, node) = scenario();
+    let ns = netns("exec-holder");
+    let dir = scratch_dir(&format!("exec-holder-{marker}"));
+    let started = dir.join("started");
+    let proxier = script_proxier(
+        &dir,
+        "proxier.sh",
+        &format!(
+            "#!/bin/sh\nsleep 3600 &\ntouch {}\nexec sleep 3601\n",
+            started.display()
+        ),
+    );
+    let runner = std::thread::spawn(move || {
+        let _ = proxier.run(&ns, &input_for(&cluster, &node));
+    });
+    while !started.exists() {
+        assert!(!runner.is_finished(), "the proxier ended before it started");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    println!("ready");
+    loop {
+        std::thread::park();
+    }
+}
+
+/// SIGKILL kpct (here a test process running an `exec:` proxier) and every process of the
+/// proxier goes too, the one it left in the background included: nothing holds the node's
+/// namespace after it.
+#[test]
+fn an_exec_proxier_dies_with_kpct_even_by_sigkill() {
+    use std::io::BufRead;
+    let marker = format!("{}", std::process::id());
+    let mut holder = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "holder_of_an_exec_proxier",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("KPCT_TEST_HOLDER", &marker)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = std::io::BufReader::new(holder.stdout.take().unwrap());
+    for line in out.lines() {
+        if line.unwrap().contains("ready") {
+            break;
+        }
+    }
+    let holder_pid = holder.id();
+    let sleeps = common::processes::descendants_running(holder_pid, "sleep 360");
+    assert_eq!(sleeps.len(), 2, "both sleeps run under the holder");
+    let watched = common::processes::Watched::new(&sleeps);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    watched.assert_all_end_within(std::time::Duration::from_secs(10), "the exec: proxier");
+    // What the holder's SIGKILL left: its namespaces and scratch directory.
+    let left: Vec<String> = kpct::netns::leftovers(false)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.contains(&format!("kpct-{holder_pid}_")))
+        .collect();
+    kpct::netns::remove_leftovers(&left);
+    for entry in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&format!("kpct-{holder_pid}_")) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// At a step an `exec:` proxier gets input version 2: the new state plus `sync` (the step, and

@@ -2,6 +2,7 @@
 
 mod common;
 
+use common::processes::{descendants, descendants_running, Watched};
 use common::{kube_proxy_binary, library_scenario as scenario};
 use kpct::netns::{install_signal_cleanup, Netns};
 use kpct::proxier::real::process::ProxierProcess;
@@ -170,32 +171,12 @@ fn a_real_proxier_dies_with_kpct_even_by_sigkill() {
     }
     let holder_pid = holder.id();
     // Every process of the proxier: the sleeps, found by their arguments and their ancestry.
-    let sleeps: Vec<u32> = descendants(holder_pid)
-        .into_iter()
-        .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/cmdline"))
-                .is_ok_and(|c| c.starts_with("sleep\u{0}360"))
-        })
-        .collect();
+    let sleeps = descendants_running(holder_pid, "sleep 360");
     assert_eq!(sleeps.len(), 2, "both sleeps run under the holder");
-    let pidfds: Vec<i32> = sleeps.iter().map(|p| pidfd(*p)).collect();
+    let watched = Watched::new(&sleeps);
     holder.kill().unwrap();
     holder.wait().unwrap();
-    for (pid, fd) in sleeps.iter().zip(pidfds) {
-        let mut poll = [libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        // SAFETY: one valid pollfd.
-        let ready = unsafe { libc::poll(poll.as_mut_ptr(), 1, 10_000) };
-        assert_eq!(
-            ready, 1,
-            "process {pid} of the proxier outlived kpct by 10 s"
-        );
-        // SAFETY: our descriptor.
-        unsafe { libc::close(fd) };
-    }
+    watched.assert_all_end_within(Duration::from_secs(10), "the proxier");
     // The holder's namespaces, left by its SIGKILL, for `kpct cleanup`: nothing holds them.
     let prefix = kpct::topology::naming::owner_prefix(holder_pid);
     let left: Vec<String> = kpct::netns::leftovers(false)
@@ -209,37 +190,6 @@ fn a_real_proxier_dies_with_kpct_even_by_sigkill() {
     );
 }
 
-fn pidfd(pid: u32) -> i32 {
-    // SAFETY: pidfd_open takes a pid and flags.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) } as i32;
-    assert!(fd >= 0, "pidfd_open({pid})");
-    fd
-}
-
-/// Every descendant of `pid`.
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut queue = vec![pid];
-    while let Some(p) = queue.pop() {
-        let children: Vec<u32> = std::fs::read_dir(format!("/proc/{p}/task"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .flat_map(|t| {
-                std::fs::read_to_string(t.path().join("children"))
-                    .unwrap_or_default()
-                    .split_whitespace()
-                    .filter_map(|c| c.parse().ok())
-                    .collect::<Vec<u32>>()
-            })
-            .collect();
-        out.extend(&children);
-        queue.extend(children);
-    }
-    out
-}
-
-/// A real proxier with `binary` in `mode`, waiting at most `timeout` for a sync.
 fn real(mode: &str, binary: &Path, timeout: Duration) -> kpct::proxier::real::RealProxier {
     let mut p = kpct::proxier::real::RealProxier::from_spec(&format!(
         "kube-proxy:{mode}:{}",

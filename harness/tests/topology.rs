@@ -378,6 +378,46 @@ fn cleanup_tells_a_reused_pid_from_the_owner() {
     drop((own, stale));
 }
 
+/// `kpct cleanup` ends a process still inside a dead run's namespace (a proxier that outlived
+/// its kpct would hold the namespace, and every link in it, after the file is gone), says so,
+/// and removes the namespace.
+#[test]
+fn cleanup_kills_what_still_runs_in_a_dead_runs_namespace() {
+    kpct::netns::install_signal_cleanup();
+    let name = format!("kpct-{}_1-0-held", std::process::id());
+    let ns = kpct::netns::Netns::create(&name).unwrap();
+    // No parent-death signal: it outlives this handle, as an older kpct's proxier did.
+    let mut sleeper = ns
+        .command("sleep")
+        .unwrap()
+        .arg("3607")
+        .spawn()
+        .unwrap();
+    let name = ns.persist();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kpct"))
+        .arg("cleanup")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // Reaped here (it is this test's child): gone only if cleanup killed it.
+    let ended = sleeper.try_wait().unwrap();
+    if ended.is_none() {
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+    }
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains(&format!("killed {} `sleep 3607` in {name}\n", sleeper.id())),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("removed {name}\n")), "{stdout}");
+    assert!(
+        ended.is_some_and(|s| std::os::unix::process::ExitStatusExt::signal(&s) == Some(9)),
+        "{ended:?}"
+    );
+    assert!(!std::path::Path::new("/run/netns").join(&name).exists());
+}
+
 const DUAL_STACK: &str = r#"
 name: dual-stack
 topology:

@@ -37,7 +37,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How a proxier program is started, confined to its node (`unshare … sh -c SCRIPT kpct-confined
 /// PROGRAM ARGS…`, from util-linux): a mount namespace of its own where `/run/netns` is an empty
-/// tmpfs (no other node's namespace to enter) and `/proc/sys` is read-only except
+/// tmpfs (no other node's namespace to enter), `/sys` is a read-only sysfs of its node's network
+/// namespace (no host device reachable through it), and `/proc/sys` is read-only except
 /// `/proc/sys/net` (its own node's sysctls, which proxiers set); a PID namespace of its own, with
 /// its own `/proc`, where it is PID 1 (no other process's `/proc/PID/ns` to enter; when it exits,
 /// everything it started dies with it); and only the capabilities proxier tools need (NET_ADMIN
@@ -55,6 +56,7 @@ const CONFINEMENT: &[&str] = &[
     "sh",
     "-c",
     "mount -t tmpfs -o size=16k,mode=0755 kpct-hidden /run/netns \
+     && mount -t sysfs -o ro,nosuid,nodev,noexec kpct-sys /sys \
      && mount --bind /proc/sys/net /proc/sys/net \
      && mount --rbind /proc/sys /proc/sys \
      && mount -o remount,bind,ro /proc/sys \
@@ -401,6 +403,9 @@ impl ExecProxier {
         // Its own process group, so the timeout (and kpct's exit) reaches every process it
         // starts; dropped — killed — once the program has exited and its output is read.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        // `unshare` dies with this thread, which waits for it below, SIGKILL of kpct included;
+        // `--kill-child` then ends the PID namespace and everything in it.
+        crate::process_groups::die_with_spawning_thread(&mut cmd);
         let mut child = cmd.spawn().map_err(|e| spawn_err(e.to_string()))?;
         let group = crate::process_groups::Group::of_leader(child.id());
         // Pipes are drained on their own threads so a chatty program cannot block on a full

@@ -11,6 +11,7 @@ use std::net::UdpSocket;
 use std::time::Duration;
 
 pub mod netns_watch;
+pub mod processes;
 
 /// Programs like the built-in proxier `inner`, then applies `mutate`; labelled `name` (which
 /// may be `inner` itself, so the scenarios' per-proxier expectations still apply).

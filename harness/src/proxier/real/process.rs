@@ -121,15 +121,7 @@ impl ProxierProcess {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-        // SAFETY: prctl(2) is async-signal-safe and touches no memory of the parent.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        crate::process_groups::die_with_spawning_thread(&mut cmd);
         let state = Arc::new((Mutex::new(Shared::default()), Condvar::new()));
         let (spawned_tx, spawned_rx) = std::sync::mpsc::channel();
         let keeper_state = Arc::clone(&state);

@@ -1,6 +1,6 @@
-//! `kpct cleanup`: namespaces left behind by crashed runs.
+//! `kpct cleanup`: namespaces left behind by crashed runs, and any process still in one.
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use kpct::netns;
 
 #[derive(clap::Args)]
@@ -12,10 +12,30 @@ pub struct Args {
 
 pub fn run(Args { all }: Args) -> Result<()> {
     let names = netns::leftovers(all)?;
+    // A process inside a namespace keeps it, and its links, alive after its file is removed.
+    let holders = netns::holders::holders(&names);
+    let stubborn = netns::holders::kill(&holders);
+    for h in holders.iter().filter(|h| !stubborn.contains(h)) {
+        println!("killed {} `{}` in {}", h.pid, h.command, h.namespace);
+    }
     netns::remove_leftovers(&names);
     for name in &names {
         println!("removed {name}");
     }
-    println!("{} namespace(s) removed", names.len());
+    println!(
+        "{} namespace(s) removed, {} process(es) killed",
+        names.len(),
+        holders.len() - stubborn.len()
+    );
+    if !stubborn.is_empty() {
+        let list: Vec<String> = stubborn
+            .iter()
+            .map(|h| format!("{} `{}` in {}", h.pid, h.command, h.namespace))
+            .collect();
+        bail!(
+            "still running 5 s after SIGKILL (in an uninterruptible wait?): {}",
+            list.join("; ")
+        );
+    }
     Ok(())
 }

@@ -9,6 +9,8 @@
 //! (see [`install_signal_cleanup`]) and [`Netns`]'s `Drop` both remove them, so a panic or Ctrl-C
 //! never leaves one behind. `kpct cleanup` removes those of crashed runs by name prefix.
 
+pub mod holders;
+
 use anyhow::{bail, Context, Result};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{setns, unshare, CloneFlags};

@@ -1,0 +1,72 @@
+//! The processes a test started and whether they end: for the checks that nothing a proxier
+//! starts outlives kpct.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+/// Every descendant of `pid`.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut queue = vec![pid];
+    while let Some(p) = queue.pop() {
+        let children: Vec<u32> = std::fs::read_dir(format!("/proc/{p}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|t| {
+                std::fs::read_to_string(t.path().join("children"))
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .filter_map(|c| c.parse().ok())
+                    .collect::<Vec<u32>>()
+            })
+            .collect();
+        out.extend(&children);
+        queue.extend(children);
+    }
+    out
+}
+
+/// The descendants of `pid` whose command line starts with `prefix` (words joined by spaces).
+pub fn descendants_running(pid: u32, prefix: &str) -> Vec<u32> {
+    descendants(pid)
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").starts_with(prefix))
+        })
+        .collect()
+}
+
+/// Handles on processes, taken before something is expected to end them.
+pub struct Watched(Vec<(u32, OwnedFd)>);
+
+impl Watched {
+    pub fn new(pids: &[u32]) -> Watched {
+        Watched(
+            pids.iter()
+                .map(|pid| {
+                    // SAFETY: pidfd_open takes a pid and flags.
+                    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, *pid as libc::pid_t, 0) };
+                    assert!(fd >= 0, "pidfd_open({pid})");
+                    // SAFETY: a descriptor just opened, owned by nothing else.
+                    (*pid, unsafe { OwnedFd::from_raw_fd(fd as i32) })
+                })
+                .collect(),
+        )
+    }
+
+    /// Panics unless every process has ended within `wait`, naming one that has not.
+    pub fn assert_all_end_within(&self, wait: Duration, what: &str) {
+        for (pid, fd) in &self.0 {
+            let mut poll = [libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            }];
+            // SAFETY: one valid pollfd.
+            let ready = unsafe { libc::poll(poll.as_mut_ptr(), 1, wait.as_millis() as i32) };
+            assert_eq!(ready, 1, "process {pid} of {what} outlived kpct by {wait:?}");
+        }
+    }
+}
