@@ -14,6 +14,8 @@ pub mod drop_verdicts;
 pub mod environment;
 pub mod evidence;
 pub mod flows;
+#[doc(hidden)]
+pub mod fuzz_surfaces;
 pub mod input_file;
 pub mod lab;
 pub mod netns;

@@ -387,12 +387,7 @@ fn cleanup_kills_what_still_runs_in_a_dead_runs_namespace() {
     let name = format!("kpct-{}_1-0-held", std::process::id());
     let ns = kpct::netns::Netns::create(&name).unwrap();
     // No parent-death signal: it outlives this handle, as an older kpct's proxier did.
-    let mut sleeper = ns
-        .command("sleep")
-        .unwrap()
-        .arg("3607")
-        .spawn()
-        .unwrap();
+    let mut sleeper = ns.command("sleep").unwrap().arg("3607").spawn().unwrap();
     let name = ns.persist();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kpct"))
         .arg("cleanup")
@@ -405,7 +400,11 @@ fn cleanup_kills_what_still_runs_in_a_dead_runs_namespace() {
         let _ = sleeper.kill();
         let _ = sleeper.wait();
     }
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         stdout.contains(&format!("killed {} `sleep 3607` in {name}\n", sleeper.id())),
         "{stdout}"

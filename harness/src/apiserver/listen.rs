@@ -60,6 +60,22 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
+/// Serves HTTP/1 on one connection until the client closes it. With `half_close`, a client
+/// that has shut its sending side still gets the answers to what it sent.
+pub(crate) async fn serve_connection<Io>(io: Io, ctx: Arc<ClientCtx>, half_close: bool)
+where
+    Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+        let ctx = Arc::clone(&ctx);
+        async move { Ok::<_, Infallible>(http::handle(State(ctx), req.map(Body::new)).await) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .half_close(half_close)
+        .serve_connection(TokioIo::new(io), service)
+        .await;
+}
+
 /// Serves `listener` until the client is stopped. Then the listener closes and every
 /// connection accepted on it is dropped at once, idle, half-sent or in the middle of a watch:
 /// a graceful shutdown (axum's `serve`) would let a half-sent request hold its connection open
@@ -74,18 +90,7 @@ pub(crate) async fn serve(listener: TcpListener, ctx: Arc<ClientCtx>) {
                 let Ok((io, _)) = accepted else { continue };
                 // Events go out as written, not after Nagle's delay.
                 let _ = io.set_nodelay(true);
-                let ctx = Arc::clone(&ctx);
-                let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-                    let ctx = Arc::clone(&ctx);
-                    async move {
-                        Ok::<_, Infallible>(http::handle(State(ctx), req.map(Body::new)).await)
-                    }
-                });
-                connections.spawn(async move {
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(io), service)
-                        .await;
-                });
+                connections.spawn(serve_connection(io, Arc::clone(&ctx), false));
             }
             // Reap finished connections so a long run does not accumulate them.
             Some(_) = connections.join_next(), if !connections.is_empty() => {}

@@ -17,6 +17,7 @@ mod listen;
 mod log;
 mod progress;
 mod query;
+mod raw;
 mod resources;
 mod route;
 mod selector;
@@ -28,6 +29,7 @@ mod writes;
 pub use delivery::Delivered;
 pub use log::{PostedEvent, RequestRecord};
 pub use progress::Behind;
+pub use raw::answer_raw;
 pub use store::ChangeType;
 
 use crate::api_objects::ClusterObjects;
@@ -55,6 +57,34 @@ pub(crate) struct Shared {
     pub(crate) watches: AtomicUsize,
     /// How far each open watch stream has got.
     pub(crate) progress: Arc<progress::Progress>,
+}
+
+impl Default for Shared {
+    fn default() -> Shared {
+        Shared {
+            store: Mutex::new(store::Store::default()),
+            rv: tokio::sync::watch::Sender::new(0),
+            log: log::Log::default(),
+            events: Mutex::new(writes::EventStore::default()),
+            watches: AtomicUsize::new(0),
+            progress: Arc::default(),
+        }
+    }
+}
+
+impl Shared {
+    /// Makes `objects` the state (see [`ApiServer::publish`]): the events it made and the
+    /// resourceVersion after them, which watches are then woken for.
+    fn publish(&self, objects: ClusterObjects) -> Result<(Vec<store::Event>, u64)> {
+        let desired = resources::objects_by_kind(&objects)?;
+        let (events, rv) = {
+            let mut store = lock(&self.store);
+            let events = store.apply(desired)?;
+            (events, store.rv())
+        };
+        self.rv.send_replace(rv);
+        Ok((events, rv))
+    }
 }
 
 /// The server: one thread running its own runtime; dropping it stops everything.
@@ -140,14 +170,7 @@ impl ApiServer {
             .map_err(|_| anyhow!("the API server thread ended before its runtime started"))?
             .context("building the API server runtime")?;
         let server = ApiServer {
-            shared: Arc::new(Shared {
-                store: Mutex::new(store::Store::default()),
-                rv: tokio::sync::watch::Sender::new(0),
-                log: log::Log::default(),
-                events: Mutex::new(writes::EventStore::default()),
-                watches: AtomicUsize::new(0),
-                progress: Arc::default(),
-            }),
+            shared: Arc::new(Shared::default()),
             runtime,
             clients: Mutex::new(BTreeMap::new()),
             shutdown: Some(shutdown),
@@ -217,14 +240,8 @@ impl ApiServer {
     /// (EndpointSlices before their Service, as the garbage collector removes them); within a
     /// kind by namespace and name. Unchanged objects keep their resourceVersion.
     pub fn publish(&self, objects: ClusterObjects) -> Result<Publication> {
-        let desired = resources::objects_by_kind(&objects)?;
         let published_at = SystemTime::now();
-        let (events, rv) = {
-            let mut store = lock(&self.shared.store);
-            let events = store.apply(desired)?;
-            (events, store.rv())
-        };
-        self.shared.rv.send_replace(rv);
+        let (events, rv) = self.shared.publish(objects)?;
         let changes = events
             .iter()
             .map(|e| {

@@ -80,8 +80,11 @@ pub struct Netns {
 impl Netns {
     /// Creates `/run/netns/NAME` bound to a fresh network namespace with `lo` down (as
     /// `ip netns add` does).
+    /// Installs the signal cleanup first (see [`install_signal_cleanup`]): whatever makes the
+    /// first namespace, a signal after it removes it.
     pub fn create(name: &str) -> Result<Netns> {
         validate_name(name)?;
+        install_signal_cleanup();
         std::fs::create_dir_all(NETNS_DIR).with_context(|| format!("creating {NETNS_DIR}"))?;
         let path = Path::new(NETNS_DIR).join(name);
         let mut registry = registry();
@@ -204,6 +207,8 @@ impl Netns {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        // This thread waits for it below: a tool never outlives a killed kpct.
+        crate::process_groups::die_with_spawning_thread(&mut cmd);
         let mut child = cmd.spawn().map_err(|e| {
             failed(
                 "could not be started".into(),

@@ -197,93 +197,7 @@ impl Replay {
                 path: dir,
             });
         }
-        let mut loaded = Loaded::default();
-        let p = &mut loaded.programming;
-        if let Some((text, origin)) = read_optional(&dir.join(IPTABLES_FILE))? {
-            let tables = Table::ALL.map(Section::Table);
-            let parsed = parse_sections(&text, &origin, &tables)?;
-            p.iptables = parsed.programming.iptables;
-            loaded.sources.extend(parsed.sources);
-        }
-        // Problems in it name its file and line; its items are not traced (the source map
-        // traces the IPv4 tables' items).
-        if let Some((text, origin)) = read_optional(&dir.join(IP6TABLES_FILE))? {
-            let tables = Table::ALL.map(Section::Table);
-            p.ip6tables = parse_sections(&text, &origin, &tables)?
-                .programming
-                .iptables;
-        }
-        // A capture is the whole truth of each table it lists, as `iptables-restore` of a save.
-        p.restore_mode = RestoreMode::Flush;
-        if let Some((text, origin)) = read_optional(&dir.join(IPSET_FILE))? {
-            let parsed = parse_sections(
-                &format!("*ipset\n{text}\nCOMMIT\n"),
-                &origin,
-                &[Section::Ipset],
-            )
-            .map_err(|e| shift_line(e, 1))?;
-            p.ipsets = parsed.programming.ipsets;
-            loaded.sources.extend(shift_sources(parsed.sources, 1));
-        }
-        if let Some((text, origin)) = read_optional(&dir.join(IPVS_FILE))? {
-            let parsed = parse_sections(
-                &format!("*ipvs\n{text}\nCOMMIT\n"),
-                &origin,
-                &[Section::Ipvs],
-            )
-            .map_err(|e| shift_line(e, 1))?;
-            p.ipvs = parsed.programming.ipvs;
-            p.ipvs_timeouts = parsed.programming.ipvs_timeouts;
-            p.ipvs_delete_others = parsed.programming.ipvs_delete_others;
-            loaded.sources.extend(shift_sources(parsed.sources, 1));
-        }
-        if let Some((text, origin)) = read_optional(&dir.join(ADDRESSES_FILE))? {
-            // The capture has the file where the node has the device, addresses or not.
-            let addresses = p.ipvs_addresses.insert(Vec::new());
-            for (idx, line) in text.lines().enumerate() {
-                if let Some(addr) = parse_ip_addr_line(line).map_err(|message| TextError {
-                    origin: origin.clone(),
-                    line: idx + 1,
-                    message,
-                })? {
-                    loaded.sources.insert(
-                        Item::Address {
-                            index: addresses.len(),
-                        },
-                        Origin {
-                            file: origin.clone(),
-                            line: idx + 1,
-                        },
-                    );
-                    addresses.push(addr);
-                }
-            }
-        }
-        if let Some((text, origin)) = read_optional(&dir.join(NFT_FILE))? {
-            let (script, lines) = ruleset_script(&text, &origin)?;
-            for (index, line) in lines.into_iter().enumerate() {
-                if let Some(line) = line {
-                    loaded.sources.insert(
-                        Item::NftLine { index },
-                        Origin {
-                            file: origin.clone(),
-                            line,
-                        },
-                    );
-                }
-            }
-            p.nft = script;
-        }
-        if let Some((text, origin)) = read_optional(&dir.join(SYSCTL_FILE))? {
-            let body: Vec<(usize, &str)> = text
-                .lines()
-                .enumerate()
-                .map(|(i, line)| (i + 1, line.trim()))
-                .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'))
-                .collect();
-            p.sysctls = parse_sysctl_body(&body, &origin, &mut loaded.sources)?;
-        }
-        Ok(loaded)
+        parse_capture(|file| read_optional(&dir.join(file)))
     }
 
     /// Loads and applies one node's capture.
@@ -373,6 +287,101 @@ impl Replay {
         })?;
         Ok((report, effective))
     }
+}
+
+/// One node's capture from its files' texts: `read` gives the text of a capture file (one of
+/// [`CAPTURE_FILES`]) and the name its problems are reported under, or `None` when the node has
+/// no such file. Every problem names its file and line.
+pub fn parse_capture(
+    mut read: impl FnMut(&str) -> Result<Option<(String, String)>, ReplayError>,
+) -> Result<Loaded, ReplayError> {
+    let mut loaded = Loaded::default();
+    let p = &mut loaded.programming;
+    if let Some((text, origin)) = read(IPTABLES_FILE)? {
+        let tables = Table::ALL.map(Section::Table);
+        let parsed = parse_sections(&text, &origin, &tables)?;
+        p.iptables = parsed.programming.iptables;
+        loaded.sources.extend(parsed.sources);
+    }
+    // Problems in it name its file and line; its items are not traced (the source map
+    // traces the IPv4 tables' items).
+    if let Some((text, origin)) = read(IP6TABLES_FILE)? {
+        let tables = Table::ALL.map(Section::Table);
+        p.ip6tables = parse_sections(&text, &origin, &tables)?
+            .programming
+            .iptables;
+    }
+    // A capture is the whole truth of each table it lists, as `iptables-restore` of a save.
+    p.restore_mode = RestoreMode::Flush;
+    if let Some((text, origin)) = read(IPSET_FILE)? {
+        let parsed = parse_sections(
+            &format!("*ipset\n{text}\nCOMMIT\n"),
+            &origin,
+            &[Section::Ipset],
+        )
+        .map_err(|e| shift_line(e, 1))?;
+        p.ipsets = parsed.programming.ipsets;
+        loaded.sources.extend(shift_sources(parsed.sources, 1));
+    }
+    if let Some((text, origin)) = read(IPVS_FILE)? {
+        let parsed = parse_sections(
+            &format!("*ipvs\n{text}\nCOMMIT\n"),
+            &origin,
+            &[Section::Ipvs],
+        )
+        .map_err(|e| shift_line(e, 1))?;
+        p.ipvs = parsed.programming.ipvs;
+        p.ipvs_timeouts = parsed.programming.ipvs_timeouts;
+        p.ipvs_delete_others = parsed.programming.ipvs_delete_others;
+        loaded.sources.extend(shift_sources(parsed.sources, 1));
+    }
+    if let Some((text, origin)) = read(ADDRESSES_FILE)? {
+        // The capture has the file where the node has the device, addresses or not.
+        let addresses = p.ipvs_addresses.insert(Vec::new());
+        for (idx, line) in text.lines().enumerate() {
+            if let Some(addr) = parse_ip_addr_line(line).map_err(|message| TextError {
+                origin: origin.clone(),
+                line: idx + 1,
+                message,
+            })? {
+                loaded.sources.insert(
+                    Item::Address {
+                        index: addresses.len(),
+                    },
+                    Origin {
+                        file: origin.clone(),
+                        line: idx + 1,
+                    },
+                );
+                addresses.push(addr);
+            }
+        }
+    }
+    if let Some((text, origin)) = read(NFT_FILE)? {
+        let (script, lines) = ruleset_script(&text, &origin)?;
+        for (index, line) in lines.into_iter().enumerate() {
+            if let Some(line) = line {
+                loaded.sources.insert(
+                    Item::NftLine { index },
+                    Origin {
+                        file: origin.clone(),
+                        line,
+                    },
+                );
+            }
+        }
+        p.nft = script;
+    }
+    if let Some((text, origin)) = read(SYSCTL_FILE)? {
+        let body: Vec<(usize, &str)> = text
+            .lines()
+            .enumerate()
+            .map(|(i, line)| (i + 1, line.trim()))
+            .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'))
+            .collect();
+        p.sysctls = parse_sysctl_body(&body, &origin, &mut loaded.sources)?;
+    }
+    Ok(loaded)
 }
 
 fn read_optional(path: &Path) -> Result<Option<(String, String)>, ReplayError> {

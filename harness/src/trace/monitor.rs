@@ -231,6 +231,7 @@ pub struct Monitor {
     program: &'static str,
     parse: LineParser,
     child: Child,
+    tied: crate::process_groups::Tied,
     lines: Receiver<String>,
     /// Trace ids of sentinel packets: their events are the harness's, not the probe's.
     sentinel_ids: Vec<String>,
@@ -250,12 +251,10 @@ impl Monitor {
                 ("nft", &["monitor", "trace"], parse_nft_line)
             }
         };
-        let mut child = ns
-            .command(program)?
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
+        let mut cmd = ns.command(program)?;
+        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::null());
+        // It runs until the trace is read: it must not outlive a killed kpct either.
+        let (mut child, tied) = crate::process_groups::spawn_tied(cmd)
             .with_context(|| format!("starting {program} {} on node {node}", args.join(" ")))?;
         let stdout = child
             .stdout
@@ -274,6 +273,7 @@ impl Monitor {
             program,
             parse,
             child,
+            tied,
             lines,
             sentinel_ids: Vec::new(),
         };
@@ -405,7 +405,7 @@ impl Monitor {
 
 impl Drop for Monitor {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        self.tied.kill();
         let _ = self.child.wait();
     }
 }

@@ -32,8 +32,11 @@ pub fn descendants_running(pid: u32, prefix: &str) -> Vec<u32> {
     descendants(pid)
         .into_iter()
         .filter(|p| {
-            std::fs::read(format!("/proc/{p}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").starts_with(prefix))
+            std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .starts_with(prefix)
+            })
         })
         .collect()
 }
@@ -42,18 +45,22 @@ pub fn descendants_running(pid: u32, prefix: &str) -> Vec<u32> {
 pub struct Watched(Vec<(u32, OwnedFd)>);
 
 impl Watched {
+    /// Those of `pids` still running (one that has gone since it was listed is not watched).
     pub fn new(pids: &[u32]) -> Watched {
         Watched(
             pids.iter()
-                .map(|pid| {
+                .filter_map(|pid| {
                     // SAFETY: pidfd_open takes a pid and flags.
                     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, *pid as libc::pid_t, 0) };
-                    assert!(fd >= 0, "pidfd_open({pid})");
                     // SAFETY: a descriptor just opened, owned by nothing else.
-                    (*pid, unsafe { OwnedFd::from_raw_fd(fd as i32) })
+                    (fd >= 0).then(|| (*pid, unsafe { OwnedFd::from_raw_fd(fd as i32) }))
                 })
                 .collect(),
         )
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
     }
 
     /// Panics unless every process has ended within `wait`, naming one that has not.
@@ -66,7 +73,10 @@ impl Watched {
             }];
             // SAFETY: one valid pollfd.
             let ready = unsafe { libc::poll(poll.as_mut_ptr(), 1, wait.as_millis() as i32) };
-            assert_eq!(ready, 1, "process {pid} of {what} outlived kpct by {wait:?}");
+            assert_eq!(
+                ready, 1,
+                "process {pid} of {what} outlived kpct by {wait:?}"
+            );
         }
     }
 }

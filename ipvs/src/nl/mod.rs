@@ -6,9 +6,11 @@
 pub mod attrs;
 pub mod constants;
 pub(crate) mod convert;
+pub mod decode;
 pub mod message;
 
 pub use attrs::{CmdAttr, DestAttr, FlagsMask, InfoAttr, StatsNest, StatsWidth, SvcAttr};
+pub use decode::{decode_reply, Decoded};
 pub use message::{IpvsCmd, IpvsMessage};
 
 #[cfg(test)]

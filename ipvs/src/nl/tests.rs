@@ -322,3 +322,80 @@ fn netmask_conversions() {
     assert_eq!(convert::netmask_prefix(true, 96), Ok(96));
     assert!(convert::netmask_prefix(true, 129).is_err());
 }
+
+/// Writes seed inputs for kpct's `ipvs_netlink` fuzz target into `$KPCT_FUZZ_SEEDS` (run by
+/// `ci/fuzz.sh --seed`): whole netlink messages of the IPVS family as the kernel's replies
+/// carry them — services of each key kind and family, destinations, timeouts, info.
+#[test]
+#[ignore = "writes files; run by ci/fuzz.sh --seed"]
+fn write_fuzz_seeds() {
+    use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload};
+    let Ok(dir) = std::env::var("KPCT_FUZZ_SEEDS") else {
+        panic!("KPCT_FUZZ_SEEDS names the directory to write into");
+    };
+    let mut persistent = tcp_svc();
+    persistent.flags = ServiceFlags(ServiceFlags::PERSISTENT | ServiceFlags::HASHED);
+    persistent.timeout = 10800;
+    let services = [
+        tcp_svc(),
+        persistent,
+        Service::new(
+            ServiceKey::Addr {
+                protocol: Protocol::Udp,
+                addr: "fd00:10:96::a".parse().unwrap(),
+                port: 53,
+            },
+            "sh",
+        ),
+        Service::new(
+            ServiceKey::FwMark {
+                ipv6: false,
+                mark: 7,
+            },
+            "wrr",
+        ),
+    ];
+    let mut messages: Vec<IpvsMessage> = services
+        .iter()
+        .map(|s| {
+            IpvsMessage::new(
+                IpvsCmd::NewService,
+                vec![CmdAttr::Service(convert::service_attrs(s))],
+            )
+        })
+        .collect();
+    for addr in ["10.244.1.10", "fd00:10:244:1::10"] {
+        let dest = Destination::new(addr.parse::<IpAddr>().unwrap(), 8080);
+        messages.push(IpvsMessage::new(
+            IpvsCmd::NewDest,
+            vec![CmdAttr::Dest(convert::dest_attrs(&dest))],
+        ));
+    }
+    messages.push(IpvsMessage::new(
+        IpvsCmd::SetConfig,
+        convert::timeout_attrs(&Timeouts {
+            tcp: 900,
+            tcp_fin: 120,
+            udp: 300,
+        }),
+    ));
+    messages.push(IpvsMessage::new(
+        IpvsCmd::SetInfo,
+        vec![
+            CmdAttr::Info(InfoAttr::Version(0x010203)),
+            CmdAttr::Info(InfoAttr::ConnTabSize(4096)),
+        ],
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, msg) in messages.into_iter().enumerate() {
+        let mut nl = NetlinkMessage::new(
+            NetlinkHeader::default(),
+            NetlinkPayload::InnerMessage(GenlMessage::from_payload(msg)),
+        );
+        nl.header.message_type = 0x20;
+        nl.finalize();
+        let mut buf = vec![0u8; nl.buffer_len()];
+        nl.serialize(&mut buf);
+        std::fs::write(format!("{dir}/seed-{i:02}"), buf).unwrap();
+    }
+}
