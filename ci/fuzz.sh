@@ -117,7 +117,10 @@ run() {
     local targets=("$@") t failed=0
     [ ${#targets[@]} -gt 0 ] || targets=("${targets_all[@]}")
     need_fuzzer
-    (cd fuzz && cargo +nightly fuzz build --sanitizer none "${targets[@]/#/}" 2>&1 | tail -1) || true
+    # Built first, so that each target's time is spent fuzzing.
+    for t in "${targets[@]}"; do
+        (cd fuzz && cargo +nightly fuzz build --sanitizer none "$t" 2>&1 | grep -E '^error' -A5) && exit 2
+    done
     printf '%-18s %12s %10s %8s  %s\n' target runs runs/s corpus findings
     for t in "${targets[@]}"; do
         local log before after status=0

@@ -253,12 +253,15 @@ fn start(case: &Case, stderr: &Path) -> std::process::Child {
 
 /// How far the run had got: the namespaces it had made (none before the build, all of them
 /// while it probes) and the processes it ran (proxiers, tools).
-fn progress(owner: &str, processes: usize) -> String {
+fn progress(prefixes: &[String], processes: usize) -> String {
     let made = std::fs::read_dir("/run/netns")
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(owner))
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            prefixes.iter().any(|p| name.starts_with(p))
+        })
         .count();
     format!("{made} namespace(s), {processes} process(es) under it")
 }
@@ -303,7 +306,15 @@ fn a_kill_at_any_point_leaves_the_host_as_it_was() {
                 // The processes it has now, to see each end.
                 let watched = Watched::new(&descendants(pid));
                 let owner = format!("kpct-{pid}_");
-                let reached = progress(&owner, watched.len());
+                // A lab's namespaces take its name once it is whole.
+                let lab_prefix = case.lab.as_ref().map(|lab| {
+                    kpct::topology::naming::RunPrefix::lab(lab)
+                        .as_str()
+                        .to_string()
+                });
+                let prefixes: Vec<String> =
+                    std::iter::once(owner.clone()).chain(lab_prefix).collect();
+                let reached = progress(&prefixes, watched.len());
                 let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal);
                 let status = child.wait().unwrap();
                 log.push(format!("{point} (round {round}), at {reached}: {status}"));

@@ -24,7 +24,8 @@ use crate::programming::effective::{effective_state, EffectiveState, ReadError, 
 use crate::programming::nft::{self, NftScript};
 use crate::programming::source::SourceMap;
 use crate::programming::text::{
-    parse_host_address, parse_sections, parse_sysctl_body, Section, TextError,
+    parse_host_address, parse_ipset_body, parse_ipvs_body, parse_sections, parse_sysctl_body,
+    Section, TextError,
 };
 use crate::programming::tools::{self, IptablesBackend, ToolError, Xtables};
 use crate::programming::{
@@ -313,27 +314,16 @@ pub fn parse_capture(
     }
     // A capture is the whole truth of each table it lists, as `iptables-restore` of a save.
     p.restore_mode = RestoreMode::Flush;
+    // Each file is the body of its section, parsed as one: a line of it that would end a
+    // section in programming text (`COMMIT`) is an error at that line, like any other.
     if let Some((text, origin)) = read(IPSET_FILE)? {
-        let parsed = parse_sections(
-            &format!("*ipset\n{text}\nCOMMIT\n"),
-            &origin,
-            &[Section::Ipset],
-        )
-        .map_err(|e| shift_line(e, 1))?;
-        p.ipsets = parsed.programming.ipsets;
-        loaded.sources.extend(shift_sources(parsed.sources, 1));
+        p.ipsets = parse_ipset_body(&body_lines(&text), &origin, &mut loaded.sources)?;
     }
     if let Some((text, origin)) = read(IPVS_FILE)? {
-        let parsed = parse_sections(
-            &format!("*ipvs\n{text}\nCOMMIT\n"),
-            &origin,
-            &[Section::Ipvs],
-        )
-        .map_err(|e| shift_line(e, 1))?;
-        p.ipvs = parsed.programming.ipvs;
-        p.ipvs_timeouts = parsed.programming.ipvs_timeouts;
-        p.ipvs_delete_others = parsed.programming.ipvs_delete_others;
-        loaded.sources.extend(shift_sources(parsed.sources, 1));
+        let section = parse_ipvs_body(&body_lines(&text), &origin, &mut loaded.sources)?;
+        p.ipvs = section.servers;
+        p.ipvs_timeouts = section.timeouts;
+        p.ipvs_delete_others = section.delete_others;
     }
     if let Some((text, origin)) = read(ADDRESSES_FILE)? {
         // The capture has the file where the node has the device, addresses or not.
@@ -373,15 +363,18 @@ pub fn parse_capture(
         p.nft = script;
     }
     if let Some((text, origin)) = read(SYSCTL_FILE)? {
-        let body: Vec<(usize, &str)> = text
-            .lines()
-            .enumerate()
-            .map(|(i, line)| (i + 1, line.trim()))
-            .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'))
-            .collect();
-        p.sysctls = parse_sysctl_body(&body, &origin, &mut loaded.sources)?;
+        p.sysctls = parse_sysctl_body(&body_lines(&text), &origin, &mut loaded.sources)?;
     }
     Ok(loaded)
+}
+
+/// A capture file's lines that say something, numbered from 1, trimmed.
+fn body_lines(text: &str) -> Vec<(usize, &str)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| (i + 1, line.trim()))
+        .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'))
+        .collect()
 }
 
 fn read_optional(path: &Path) -> Result<Option<(String, String)>, ReplayError> {
@@ -476,26 +469,6 @@ fn braces(line: &str) -> (usize, usize) {
         }
     }
     (opened, closed)
-}
-
-/// The files are parsed wrapped in a section header; line numbers are moved back by it.
-fn shift_line(mut e: TextError, by: usize) -> TextError {
-    e.line = e.line.saturating_sub(by);
-    e
-}
-
-fn shift_sources(sources: SourceMap, by: usize) -> SourceMap {
-    let mut out = SourceMap::default();
-    for (item, origin) in sources.iter() {
-        out.insert(
-            item.clone(),
-            Origin {
-                file: origin.file.clone(),
-                line: origin.line.saturating_sub(by),
-            },
-        );
-    }
-    out
 }
 
 /// One line of `ip -o addr show kube-ipvs0`: `N: kube-ipvs0    inet A.B.C.D/32 scope global

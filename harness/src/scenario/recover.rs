@@ -51,24 +51,60 @@ pub(super) fn deserialize(text: &str) -> Outcome {
     let Ok(mut tree) = serde_yaml_ng::from_str::<Value>(text) else {
         return outcome;
     };
-    while outcome.problems.len() < MAX_PROBLEMS {
-        let Some(last) = outcome.problems.last() else {
+    // An error at a stand-in put there earlier is not the file's: the stand-in was tried
+    // while an earlier node was still bad, and then did not fit. It is tried again.
+    let mut at_stand_in: Option<(Vec<Seg>, SerdeProblem)> = None;
+    // The paths of values put in the tree (stand-ins), as opposed to mappings that lost a key.
+    let mut values: Vec<Vec<Seg>> = Vec::new();
+    for _ in 0..MAX_ATTEMPTS {
+        if outcome.problems.len() >= MAX_PROBLEMS {
+            break;
+        }
+        let (retry, a_value) = match at_stand_in.take() {
+            Some((path, own)) => (
+                stand_in(&mut tree, &path, &own.error.to_string()).map(|next| (path, next)),
+                true,
+            ),
+            None => match outcome.problems.last() {
+                Some(last) => (
+                    set_aside(&mut tree, last),
+                    quoted_after(&last.error.to_string(), "unknown field `").is_none(),
+                ),
+                None => (None, false),
+            },
+        };
+        let Some((stand_in, next)) = retry else {
             break;
         };
-        let Some((stand_in, next)) = set_aside(&mut tree, last) else {
-            break;
-        };
-        outcome.stand_ins.push(stand_in);
+        // A mapping that lost an unknown key holds the file's own values still.
+        if a_value && !values.contains(&stand_in) {
+            values.push(stand_in.clone());
+        }
+        if !outcome.stand_ins.contains(&stand_in) {
+            outcome.stand_ins.push(stand_in);
+        }
         match next {
             Ok(scenario) => {
                 outcome.scenario = Some(scenario);
                 break;
             }
-            Err(next) => outcome.problems.push(next),
+            Err(next) => {
+                let own = values
+                    .iter()
+                    .find(|path| next.segments.starts_with(path))
+                    .cloned();
+                match own {
+                    Some(path) => at_stand_in = Some((path, next)),
+                    None => outcome.problems.push(next),
+                }
+            }
         }
     }
     outcome
 }
+
+/// At most this many retries of one file: each sets a node aside or tries a stand-in again.
+const MAX_ATTEMPTS: usize = 1000;
 
 fn problem(err: serde_path_to_error::Error<serde_yaml_ng::Error>) -> SerdeProblem {
     let segments = super::load::path_segments(err.path());
