@@ -53,6 +53,10 @@ pub struct ScenarioTime {
     pub first_error: Option<String>,
     /// Runs whose observation differs from the first serial run's.
     pub divergent: usize,
+    /// The first such run: its round and pass, and how its observation differs.
+    pub first_divergence: Option<String>,
+    /// Violated expectations of the first run that had any, with its round and pass.
+    pub first_violations: Option<String>,
 }
 
 /// Every scenario against one proxier.
@@ -104,7 +108,7 @@ pub fn time_proxier(
         (opts.workers, DropDecision::AtVerdict),
         (1, DropDecision::AtTimeout),
     ];
-    for _ in 0..rounds {
+    for round in 1..=rounds {
         for (pass, (workers, drops)) in passes.into_iter().enumerate() {
             let patience = Patience {
                 timeout: opts.probe_timeout,
@@ -149,11 +153,26 @@ pub fn time_proxier(
                             fresh_syncs.extend(&run.timing.fresh_syncs);
                             drops_at_verdict += run.drops_at_verdict.len();
                         }
+                        let which = format!("round {round}, -j {workers}{waited}");
                         t.failed += usize::from(!run.violations.is_empty());
+                        if !run.violations.is_empty() && t.first_violations.is_none() {
+                            let texts = run.violations.join("; ");
+                            t.first_violations = Some(format!("{which}: {texts}"));
+                        }
                         let yaml = run.observation.to_yaml()?;
                         match &reference[f.index] {
                             None => reference[f.index] = Some(yaml),
-                            Some(first) => t.divergent += usize::from(*first != yaml),
+                            Some(first) if *first != yaml => {
+                                t.divergent += 1;
+                                t.first_divergence.get_or_insert_with(|| {
+                                    let diff = similar::TextDiff::from_lines(first, &yaml)
+                                        .unified_diff()
+                                        .context_radius(1)
+                                        .to_string();
+                                    format!("{which}, against round 1's first pass:\n{diff}")
+                                });
+                            }
+                            Some(_) => {}
                         }
                     }
                     Err(e) => {
@@ -270,6 +289,18 @@ pub fn render(results: &[ProxierTimes], rounds: usize) -> String {
                 format!(": {}", divergent.join(", "))
             }
         );
+        // Which run, and how: a flake is found from this, not from a count.
+        for s in &r.scenarios {
+            let heads = [
+                ("violated", &s.first_violations),
+                ("differs", &s.first_divergence),
+            ];
+            for (head, text) in heads {
+                if let Some(text) = text {
+                    let _ = writeln!(out, "  {:<20} {} {head} first in {text}", "", s.scenario);
+                }
+            }
+        }
         if !r.update_syncs.is_empty() {
             let _ =
                 writeln!(
@@ -336,6 +367,7 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("0 scenario(s) observed differently"), "{out}");
+        assert!(!out.contains("first in"), "{out}");
         assert!(
             out.contains("drops waited out 900.0 ms: deciding 3 shot(s) at their DROP verdict made -j 1 1.5× faster"),
             "{out}"
@@ -350,6 +382,44 @@ mod tests {
         );
         assert!(
             out.contains("slowest: b 300.0 ms, c 200.0 ms, a 100.0 ms"),
+            "{out}"
+        );
+    }
+
+    /// A flaky scenario is named with the round and pass of its first divergent run, and how
+    /// its observation differed; a violated expectation likewise.
+    #[test]
+    fn render_says_where_a_run_diverged() {
+        let out = render(
+            &[ProxierTimes {
+                proxier: "kube-proxy-ipvs".into(),
+                serial: Duration::from_millis(600),
+                parallel: Duration::from_millis(200),
+                workers: 4,
+                serial_waited: Duration::from_millis(900),
+                drops_at_verdict: 0,
+                scenarios: vec![ScenarioTime {
+                    scenario: "transition-many-updates".into(),
+                    time: Duration::from_millis(100),
+                    failed: 1,
+                    divergent: 1,
+                    first_divergence: Some(
+                        "round 2, -j 4, against round 1's first pass:\n-a\n+b\n".into(),
+                    ),
+                    first_violations: Some("round 2, -j 4: web-final: reached only web-2".into()),
+                    ..ScenarioTime::default()
+                }],
+                update_syncs: Vec::new(),
+                fresh_syncs: Vec::new(),
+            }],
+            3,
+        );
+        assert!(
+            out.contains("transition-many-updates violated first in round 2, -j 4: web-final: reached only web-2"),
+            "{out}"
+        );
+        assert!(
+            out.contains("transition-many-updates differs first in round 2, -j 4, against round 1's first pass:\n-a\n+b"),
             "{out}"
         );
     }
