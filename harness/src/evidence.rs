@@ -14,6 +14,7 @@ pub mod excerpt;
 use crate::netns::Netns;
 use crate::probe::{ProbePlan, Source};
 use crate::programming::kube_ipvs0::{self, DeviceState};
+use crate::programming::nft::NftTable;
 use crate::programming::tools::Xtables;
 use crate::programming::{effective_state, EffectiveState, ReadOptions};
 use crate::scenario::{Expectation, Probe, ProbeSource, ProbeTarget, Scenario, TargetPort, Via};
@@ -21,7 +22,7 @@ use crate::topology::naming::{mac_for, BRIDGE_IF, UNDERLAY_IF};
 use crate::topology::Topology;
 use excerpt::Target;
 use ipvs_genl::{format_list, Info, IpvsHandle, TableEntry};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
 /// A failing probe, as a report shows it.
@@ -53,13 +54,18 @@ pub struct NodeEvidence {
     pub iptables: String,
     /// ipset excerpt, `ipset save` syntax (empty: no set holds a target).
     pub ipsets: String,
-    /// nftables excerpt, `nft list` syntax (empty: no element names a target).
+    /// nftables excerpt, `nft list` syntax, rules with their counters (empty: nothing names a
+    /// target).
     pub nft: String,
     /// `ipvsadm -Ln` of the targets' virtual services; `None` when the node has no IPVS
     /// service at all (or the kernel no IPVS).
     pub ipvs: Option<String>,
     /// Whether kube-ipvs0 holds the destination; `None` when the node has no kube-ipvs0.
     pub kube_ipvs0: Option<String>,
+    /// The node's conntrack entries of flows to a target, each with the translation the kernel
+    /// keeps for it (`tcp 10.244.1.10:40000 -> 10.96.0.10:80, replies 10.244.2.10:8081 ->
+    /// 10.244.1.10:40000`): what a stale-entry bug leaves.
+    pub conntrack: Vec<String>,
     /// Parts that could not be read.
     pub errors: Vec<String>,
     /// What the node's proxier said and did (a real proxier's log tail, API requests and
@@ -76,6 +82,9 @@ struct NodeState {
     counters: Result<String, String>,
     /// `ip6tables-save -c`, where the node has ip6tables (a dual-stack one).
     counters6: Result<String, String>,
+    /// The nftables tables listed with the rules' counters.
+    nft: Result<BTreeMap<NftTable, Vec<String>>, String>,
+    conntrack: Result<Vec<crate::conntrack::Entry>, String>,
 }
 
 fn read_node(ns: &Netns) -> NodeState {
@@ -97,11 +106,16 @@ fn read_node(ns: &Netns) -> NodeState {
         Ok(eff) if !eff.ip6tables.is_empty() => saved(Xtables::Ip6),
         _ => Ok(String::new()),
     };
+    let nft = crate::programming::nft::read_tables_with_counters(ns)
+        .map_err(|e| format!("reading nftables rule counters: {e}"));
+    let conntrack = crate::conntrack::entries(ns).map_err(|e| format!("reading conntrack: {e:#}"));
     NodeState {
         effective,
         ipvs,
         counters: saved(Xtables::Ip),
         counters6,
+        nft,
+        conntrack,
     }
 }
 
@@ -184,12 +198,22 @@ impl<'a> Collector<'a> {
                     ev.iptables.push_str(&format!("# ip6tables\n{shown6}"));
                 }
                 ev.ipsets = excerpt::ipset_excerpt(&eff.ipsets, targets);
-                ev.nft = excerpt::nft_excerpt(&eff.nft, targets);
+                ev.nft = match &state.nft {
+                    Ok(counted) => excerpt::nft_excerpt(counted, targets),
+                    Err(e) => {
+                        ev.errors.push(e.clone());
+                        excerpt::nft_excerpt(&eff.nft, targets)
+                    }
+                };
                 ev.kube_ipvs0 = eff
                     .kube_ipvs0
                     .as_ref()
                     .map(|dev| kube_ipvs0_line(dev, targets));
             }
+            Err(e) => ev.errors.push(e.clone()),
+        }
+        match &state.conntrack {
+            Ok(entries) => ev.conntrack = conntrack_lines(entries, targets),
             Err(e) => ev.errors.push(e.clone()),
         }
         match &state.ipvs {
@@ -202,6 +226,49 @@ impl<'a> Collector<'a> {
         }
         ev
     }
+}
+
+/// How many conntrack entries of a node's evidence are shown.
+const CONNTRACK_SHOWN: usize = 10;
+
+/// The entries whose original direction goes to a target, one line each, at most
+/// [`CONNTRACK_SHOWN`] and a line saying how many more.
+fn conntrack_lines(entries: &[crate::conntrack::Entry], targets: &[Target]) -> Vec<String> {
+    let hits: Vec<&crate::conntrack::Entry> = entries
+        .iter()
+        .filter(|e| {
+            targets.iter().any(|t| {
+                e.original.protocol == t.protocol.number()
+                    && e.original.dport == t.port
+                    && t.addr.is_none_or(|a| a == e.original.dst)
+            })
+        })
+        .collect();
+    let name = |n: u8| match n {
+        6 => "tcp".to_string(),
+        17 => "udp".to_string(),
+        132 => "sctp".to_string(),
+        n => format!("proto {n}"),
+    };
+    let at = |a: IpAddr, port: u16| std::net::SocketAddr::new(a, port).to_string();
+    let mut out: Vec<String> = hits
+        .iter()
+        .take(CONNTRACK_SHOWN)
+        .map(|e| {
+            format!(
+                "{} {} -> {}, replies {} -> {}",
+                name(e.original.protocol),
+                at(e.original.src, e.original.sport),
+                at(e.original.dst, e.original.dport),
+                at(e.reply.src, e.reply.sport),
+                at(e.reply.dst, e.reply.dport),
+            )
+        })
+        .collect();
+    if hits.len() > CONNTRACK_SHOWN {
+        out.push(format!("… {} more", hits.len() - CONNTRACK_SHOWN));
+    }
+    out
 }
 
 /// `kube-ipvs0 (DOWN, NOARP): 10.96.0.10 bound as /32 with a local route; 192.168.1.10 not

@@ -792,3 +792,86 @@ fn proxiers_are_named_as_given_in_every_output() {
         "{same:?}"
     );
 }
+
+/// An `exec:` proxier of its own making, in nftables, whose rules match inline (no sets or
+/// maps, no kube-proxy chain names), broken: it DNATs the ClusterIP to a port nothing listens
+/// on. The report's evidence for node-a shows the rule that took the probe's packets, with its
+/// counter (40 shots went through it) and the chain that masquerades, found by what it does.
+/// (No conntrack entry is left of these flows: the backend's reset ends each.)
+#[test]
+fn evidence_of_an_inline_nftables_proxier_shows_the_rule_and_its_counter() {
+    let dir = std::env::temp_dir().join(format!(
+        "{}inline-nft",
+        kpct::topology::naming::RunPrefix::next().as_str()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let proxier = dir.join("inline-nft.sh");
+    std::fs::write(
+        &proxier,
+        r#"#!/bin/sh
+# Programs its node itself and prints nothing; the same everywhere.
+nft -f - <<'RULES'
+add table ip my-proxy
+delete table ip my-proxy
+table ip my-proxy {
+  chain pre {
+    type nat hook prerouting priority dstnat; policy accept;
+    ip daddr 10.96.0.10 tcp dport 80 counter dnat to 10.244.2.10:8081
+  }
+  chain out {
+    type nat hook output priority -100; policy accept;
+    ip daddr 10.96.0.10 tcp dport 80 counter dnat to 10.244.2.10:8081
+  }
+  chain post {
+    type nat hook postrouting priority srcnat; policy accept;
+    ip saddr != 10.244.0.0/16 ip daddr 10.244.0.0/16 counter masquerade
+  }
+}
+RULES
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &proxier,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let report = dir.join("report.md");
+    let out = common::kpct(&[
+        "run",
+        "--proxier",
+        &format!("exec:{}", proxier.display()),
+        "--scenario",
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scenarios/clusterip-cross-node.yaml"
+        ),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&report).unwrap_or_default();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rule = text
+        .lines()
+        .find(|l| l.contains("ip daddr 10.96.0.10 tcp dport 80 counter packets"))
+        .unwrap_or_else(|| panic!("no inline rule with its counter in the report:\n{text}"));
+    let packets: u64 = rule
+        .split("counter packets ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_default();
+    assert!(
+        packets >= 40,
+        "the probe's 40 shots went through it: {rule}"
+    );
+    assert!(rule.contains("dnat to 10.244.2.10:8081"), "{rule}");
+    assert!(text.contains("chain post {"), "{text}");
+    assert!(text.contains("masquerade"), "{text}");
+}

@@ -12,13 +12,15 @@
 //! 3. **how packets get there**: for a chain holding seeds that is not itself reached by step 2,
 //!    the rules jumping to it, transitively up to the built-in chains;
 //! 4. **masquerading** (nat): `KUBE-POSTROUTING` and `KUBE-MARK-MASQ` whole (with steps 2 and 3
-//!    for `KUBE-POSTROUTING`), since they decide the source the backend sees.
+//!    for `KUBE-POSTROUTING`), and every `-j MASQUERADE`/`-j SNAT` rule with the path to it
+//!    (step 3), whatever its chain: they decide the source the backend sees.
 //!
 //! Chains shown only in part say how many of their rules were left out. ipsets: the matching
 //! entries of every set holding one. IPVS: the virtual services of a target, with their real
 //! servers. nftables: the set and map elements that name a target (`10.96.0.10 . tcp . 80 :
-//! goto service-…`, `tcp . 30080 : …`, a ClusterIP in `cluster-ips`), every chain their
-//! verdicts lead to, whole and transitively, and the `masquerading` chain.
+//! goto service-…`, `tcp . 30080 : …`, a ClusterIP in `cluster-ips`), the rules that name one
+//! inline (`ip daddr 10.96.0.10 tcp dport 80 dnat to …`) with their counters, every chain
+//! these lead to, whole and transitively, and every chain with a `masquerade` or `snat` rule.
 
 use crate::programming::effective::IpSetState;
 use crate::programming::rule_key::rule_key;
@@ -238,6 +240,14 @@ fn select(
         if is_chain(MASQUERADE_CHAINS[0]) {
             upward_from.push(MASQUERADE_CHAINS[0].to_string());
         }
+        // And whatever rewrites the source, by what it does (`-j MASQUERADE`, `-j SNAT`):
+        // a proxier that names its chains otherwise, or masquerades in POSTROUTING itself.
+        for (i, rule) in parsed.iter().enumerate() {
+            if matches!(rule.jump(), Some("MASQUERADE" | "SNAT")) {
+                sel.rules.insert(i);
+                upward_from.push(rule.chain.clone());
+            }
+        }
     }
     // 2. downward: whole chains reached from selected rules and from whole chains.
     let mut queue: Vec<String> = sel
@@ -381,8 +391,43 @@ fn nft_chain_targets(line: &str) -> Vec<String> {
         .collect()
 }
 
-/// The nftables part of a node's evidence, per table: the elements that name a target, under
-/// their set or map, then each chain they lead to, whole. Empty when nothing names a target.
+/// Whether an nft rule names target `t` inline: its address as a word (`ip daddr 10.96.0.10`),
+/// and where the rule matches a port or a protocol, the target's (`tcp dport 80`, or a set of
+/// ports holding it). A bare-port target (a nodePort) needs the rule to match its port.
+fn nft_rule_matches(rule: &str, t: &Target) -> bool {
+    let words: Vec<&str> = rule
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '{' || c == '}')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let has = |w: &str| words.contains(&w);
+    let names_port = words.windows(2).any(|w| w[0] == "dport");
+    let port_ok = !names_port || has(&t.port.to_string());
+    let protocols = ["tcp", "udp", "sctp"];
+    let proto_ok = !protocols.iter().any(|p| has(p)) || has(t.protocol.lower());
+    match t.addr {
+        Some(a) => has(&a.to_string()) && port_ok && proto_ok,
+        None => names_port && port_ok && proto_ok,
+    }
+}
+
+/// Whether an nft rule rewrites the source address: the step that decides what source the
+/// backend sees, whatever its chain is called.
+fn nft_rule_rewrites_source(rule: &str) -> bool {
+    rule.split_whitespace()
+        .any(|w| w == "masquerade" || w == "snat")
+}
+
+/// A chain's declaration lines (`type nat hook postrouting priority srcnat; policy accept;`),
+/// shown even when only some of its rules are.
+fn nft_is_declaration(line: &str) -> bool {
+    line.starts_with("type ") || line.starts_with("policy ") || line.starts_with("comment ")
+}
+
+/// The nftables part of a node's evidence, per table, in listing order: the set and map
+/// elements that name a target, under their set or map; the rules that name one inline and
+/// those that rewrite the source (masquerade, snat), under their chain; and every chain a shown
+/// element or rule leads to, whole and transitively. Rules keep their counters (`counter
+/// packets N bytes M`) when the listing has them. Empty when nothing names a target.
 pub fn nft_excerpt(
     tables: &BTreeMap<crate::programming::nft::NftTable, Vec<String>>,
     targets: &[Target],
@@ -390,49 +435,101 @@ pub fn nft_excerpt(
     let mut out = String::new();
     for (table, listing) in tables {
         let blocks = crate::programming::nft::blocks(listing);
-        let mut shown = String::new();
+        // Per block: the lines picked (elements or rules); chains reached are shown whole.
+        let mut picked: BTreeMap<usize, Vec<&String>> = BTreeMap::new();
         let mut wanted: Vec<String> = Vec::new();
-        for block in &blocks {
-            let (head, lines) = (block.head(), &block.lines);
-            let hits: Vec<&String> = lines
-                .iter()
-                .filter_map(|l| l.strip_prefix("element ").map(|e| (l, e)))
-                .filter(|(_, e)| targets.iter().any(|t| nft_element_matches(e, t)))
-                .map(|(l, _)| l)
-                .collect();
+        for (index, block) in blocks.iter().enumerate() {
+            let hits: Vec<&String> = if block.kind == "chain" {
+                block
+                    .lines
+                    .iter()
+                    .filter(|l| !nft_is_declaration(l))
+                    .filter(|l| targets.iter().any(|t| nft_rule_matches(l, t)))
+                    .collect()
+            } else {
+                block
+                    .lines
+                    .iter()
+                    .filter_map(|l| l.strip_prefix("element ").map(|e| (l, e)))
+                    .filter(|(_, e)| targets.iter().any(|t| nft_element_matches(e, t)))
+                    .map(|(l, _)| l)
+                    .collect()
+            };
             if hits.is_empty() {
                 continue;
             }
-            let _ = writeln!(shown, "{head} {{");
             for l in &hits {
-                let _ = writeln!(shown, "\t{l}");
                 wanted.extend(nft_chain_targets(l));
             }
-            let others = lines.iter().filter(|l| l.starts_with("element ")).count() - hits.len();
-            if others > 0 {
-                let _ = writeln!(shown, "\t# {others} other element(s) left out");
-            }
-            shown.push_str("}\n");
+            picked.insert(index, hits);
         }
-        // As KUBE-POSTROUTING in iptables mode: the chain that decides the source the
-        // backend sees.
-        if !shown.is_empty() {
-            wanted.insert(0, "masquerading".to_string());
+        // As KUBE-POSTROUTING in iptables mode: the chains that decide the source the
+        // backend sees, found by what they do (a `masquerade` or `snat` rule), whole.
+        if !picked.is_empty() {
+            wanted.extend(
+                blocks
+                    .iter()
+                    .filter(|b| b.kind == "chain")
+                    .filter(|b| b.lines.iter().any(|l| nft_rule_rewrites_source(l)))
+                    .map(|b| b.name.clone()),
+            );
         }
-        let mut seen: BTreeSet<String> = BTreeSet::new();
+        let mut whole: BTreeSet<String> = BTreeSet::new();
         while let Some(chain) = wanted.pop() {
-            if !seen.insert(chain.clone()) {
+            if !whole.insert(chain.clone()) {
                 continue;
             }
-            let head = format!("chain {chain}");
-            if let Some(block) = blocks.iter().find(|b| b.head() == head) {
-                let _ = writeln!(shown, "{head} {{");
+            if let Some(block) = blocks.iter().find(|b| b.kind == "chain" && b.name == chain) {
                 for l in &block.lines {
-                    let _ = writeln!(shown, "\t{l}");
                     wanted.extend(nft_chain_targets(l));
                 }
-                shown.push_str("}\n");
             }
+        }
+        let mut shown = String::new();
+        for (index, block) in blocks.iter().enumerate() {
+            let is_whole = block.kind == "chain" && whole.contains(&block.name);
+            let Some(hits) = picked.get(&index).filter(|_| !is_whole) else {
+                if is_whole {
+                    let _ = writeln!(shown, "{} {{", block.head());
+                    for l in &block.lines {
+                        let _ = writeln!(shown, "\t{l}");
+                    }
+                    shown.push_str("}\n");
+                }
+                continue;
+            };
+            let _ = writeln!(shown, "{} {{", block.head());
+            let declarations = block
+                .lines
+                .iter()
+                .filter(|l| block.kind == "chain" && nft_is_declaration(l));
+            for l in declarations.chain(hits.iter().copied()) {
+                let _ = writeln!(shown, "\t{l}");
+            }
+            let (kind, of_kind) = if block.kind == "chain" {
+                (
+                    "rule",
+                    block
+                        .lines
+                        .iter()
+                        .filter(|l| !nft_is_declaration(l))
+                        .count(),
+                )
+            } else {
+                (
+                    "element",
+                    block
+                        .lines
+                        .iter()
+                        .filter(|l| l.starts_with("element "))
+                        .count(),
+                )
+            };
+            let others = of_kind - hits.len();
+            if others > 0 {
+                let _ = writeln!(shown, "\t# {others} other {kind}(s) left out");
+            }
+            shown.push_str("}\n");
         }
         if !shown.is_empty() {
             let _ = writeln!(out, "table {table} {{");
@@ -712,5 +809,93 @@ create KUBE-NODE-PORT-UDP bitmap:port range 0-65535\nadd KUBE-NODE-PORT-UDP 3008
             port: 30080,
         };
         assert!(nft_excerpt(&tables, &[node_port]).contains("tcp . 30080"));
+    }
+
+    /// A proxier whose nftables rules match inline (no sets, no maps, its own chain names): the
+    /// rule naming the target is shown with its counter, and the chain that masquerades is
+    /// found by what it does; rules for other services are counted, not shown.
+    #[test]
+    fn nft_excerpt_shows_inline_rules_with_counters_and_what_masquerades() {
+        use crate::programming::nft::{normalize_listing, NftFamily, NftTable};
+        let listing = normalize_listing(
+            "table ip my-proxy {
+	chain pre {
+		type nat hook prerouting priority dstnat; policy accept;
+		ip daddr 10.96.0.10 tcp dport 80 counter packets 3 bytes 180 dnat to 10.244.2.20:8081
+		ip daddr 10.96.0.20 tcp dport 80 counter packets 0 bytes 0 dnat to 10.244.2.30:8080
+		ip daddr 10.96.0.10 udp dport 80 dnat to 10.244.2.20:8080
+		tcp dport 30080 jump nodeports
+	}
+	chain nodeports {
+		counter packets 1 bytes 60 dnat to 10.244.2.20:8080
+	}
+	chain post {
+		type nat hook postrouting priority srcnat; policy accept;
+		ip saddr != 10.244.0.0/16 counter packets 2 bytes 120 masquerade
+	}
+}
+",
+        );
+        let mut tables = BTreeMap::new();
+        tables.insert(
+            NftTable {
+                family: NftFamily::Ip,
+                name: "my-proxy".into(),
+            },
+            listing,
+        );
+        let shown = nft_excerpt(&tables, &[tcp(Some([10, 96, 0, 10]), 80)]);
+        assert!(
+            shown.contains(
+                "ip daddr 10.96.0.10 tcp dport 80 counter packets 3 bytes 180 dnat to 10.244.2.20:8081"
+            ),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("type nat hook prerouting priority dstnat; policy accept;"),
+            "{shown}"
+        );
+        assert!(shown.contains("# 3 other rule(s) left out"), "{shown}");
+        assert!(!shown.contains("10.96.0.20"), "{shown}");
+        assert!(!shown.contains("udp dport 80"), "another protocol: {shown}");
+        assert!(!shown.contains("chain nodeports"), "{shown}");
+        assert!(
+            shown.contains("chain post {\n\t\ttype nat hook postrouting priority srcnat; policy accept;\n\t\tip saddr != 10.244.0.0/16 counter packets 2 bytes 120 masquerade"),
+            "{shown}"
+        );
+        // A nodePort target: the rule matching its port, and the chain it jumps to, whole.
+        let node_port = nft_excerpt(&tables, &[tcp(None, 30080)]);
+        assert!(
+            node_port.contains("tcp dport 30080 jump nodeports"),
+            "{node_port}"
+        );
+        assert!(
+            node_port.contains("counter packets 1 bytes 60 dnat to 10.244.2.20:8080"),
+            "{node_port}"
+        );
+        assert!(!node_port.contains("10.96.0.10"), "{node_port}");
+    }
+
+    /// A proxier that masquerades in POSTROUTING itself, under no KUBE- chain: its rule is
+    /// shown, as KUBE-POSTROUTING's would be.
+    #[test]
+    fn iptables_excerpt_finds_masquerading_by_what_it_does() {
+        let tables = normalize_iptables_save(
+            "*nat
+:PREROUTING ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+:MY-SERVICES - [0:0]
+-A PREROUTING -j MY-SERVICES
+-A MY-SERVICES -d 10.96.0.10/32 -p tcp -m tcp --dport 80 -j DNAT --to-destination 10.244.2.20:8080
+-A POSTROUTING -s 10.244.0.0/16 ! -d 10.244.0.0/16 -j MASQUERADE
+COMMIT
+",
+        );
+        let got = iptables_excerpt(&tables, &[], &[tcp(Some([10, 96, 0, 10]), 80)]);
+        assert!(got.contains("-A MY-SERVICES -d 10.96.0.10/32"), "{got}");
+        assert!(
+            got.contains("-A POSTROUTING -s 10.244.0.0/16 ! -d 10.244.0.0/16 -j MASQUERADE"),
+            "{got}"
+        );
     }
 }

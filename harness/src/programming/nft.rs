@@ -339,16 +339,28 @@ pub fn save_table(ns: &Netns, table: &NftTable) -> Result<Option<String>, NftErr
 /// Every table of the node that iptables does not own, listed without state (`nft -s`) and
 /// normalised by [`normalize_listing`].
 pub fn read_tables(ns: &Netns) -> Result<BTreeMap<NftTable, Vec<String>>, NftError> {
+    read_tables_listed(ns, true)
+}
+
+/// [`read_tables`] with the rules' state: `counter packets N bytes M` where a rule counts.
+pub fn read_tables_with_counters(ns: &Netns) -> Result<BTreeMap<NftTable, Vec<String>>, NftError> {
+    read_tables_listed(ns, false)
+}
+
+fn read_tables_listed(
+    ns: &Netns,
+    stateless: bool,
+) -> Result<BTreeMap<NftTable, Vec<String>>, NftError> {
     let mut out = BTreeMap::new();
     for table in list_tables(ns)? {
         if table.owned_by_iptables() {
             continue;
         }
-        let listing = ns.output_of(
-            "nft",
-            &["-s", "list", "table", table.family.name(), &table.name],
-            None,
-        )?;
+        let mut args = vec!["list", "table", table.family.name(), &table.name];
+        if stateless {
+            args.insert(0, "-s");
+        }
+        let listing = ns.output_of("nft", &args, None)?;
         out.insert(table, normalize_listing(&listing));
     }
     Ok(out)

@@ -71,14 +71,27 @@ into them from the built-in chains, and the masquerade chains ",
         code("KUBE-POSTROUTING"),
         text(" and "),
         code("KUBE-MARK-MASQ"),
+        text(" with every rule that rewrites the source ("),
+        code("-j MASQUERADE"),
+        text(", "),
+        code("-j SNAT"),
         text(
-            "; the ipset entries of the targets; the IPVS virtual services of the targets with \
-their real servers (",
+            "), whatever its chain; the nftables set and map elements and the rules that name a \
+target inline, what they lead to, and every chain that masquerades or SNATs; the ipset entries \
+of the targets; the IPVS virtual services of the targets with their real servers (",
         ),
         code("ipvsadm -Ln"),
-        text("). Each rule carries its packet counters as "),
+        text(
+            "); the conntrack entries of flows to a target, with their translation. Each rule \
+carries its packet counters as ",
+        ),
         code("iptables-save -c"),
-        text(" prints them, counted from programming until the run's first failing probe."),
+        text(" or "),
+        code("nft list"),
+        text(
+            " prints them (nftables rules that count), counted from programming until the run's \
+first failing probe.",
+        ),
     ]
 }
 
@@ -465,6 +478,12 @@ fn node_state(out: &mut Vec<Block>, node: &NodeEvidence, targets: &[String]) {
     }
     if let Some(ipvs) = &node.ipvs {
         out.push(Block::Pre(ipvs.clone()));
+    }
+    if !node.conntrack.is_empty() {
+        out.push(Block::Para(vec![text(
+            "Conntrack entries of flows to a target:",
+        )]));
+        out.push(Block::Pre(node.conntrack.join("\n") + "\n"));
     }
     if let Some(dev) = &node.kube_ipvs0 {
         out.push(Block::Para(vec![code(dev.as_str())]));
