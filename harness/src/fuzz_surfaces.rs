@@ -8,8 +8,11 @@ use crate::programming::text::parse_text_with_sources;
 use crate::proxier::replay::{parse_capture, ReplayError, CAPTURE_FILES};
 use std::sync::OnceLock;
 
+/// One surface: any bytes in, a panic only on a finding.
+pub type Surface = fn(&[u8]);
+
 /// The fuzz targets, by name: what `ci/fuzz.sh` runs and the corpus directories are named for.
-pub const TARGETS: [(&str, fn(&[u8])); 5] = [
+pub const TARGETS: [(&str, Surface); 5] = [
     ("scenario", scenario),
     ("programming_text", programming_text),
     ("replay_capture", replay_capture),
