@@ -753,7 +753,7 @@ echo 1 > /proc/sys/net/ipv4/ip_forward && echo "own sysctl: written"
 /// killed.
 #[test]
 fn holder_of_an_exec_proxier() {
-    let Ok(marker) = std::env::var("KPCT_TEST_HOLDER") else {
+    let Ok(marker) = std::env::var(common::processes::HOLDER_VARIABLE) else {
         return;
     };
     let (cluster, node) = scenario();
@@ -786,25 +786,7 @@ fn holder_of_an_exec_proxier() {
 /// namespace after it.
 #[test]
 fn an_exec_proxier_dies_with_kpct_even_by_sigkill() {
-    use std::io::BufRead;
-    let marker = format!("{}", std::process::id());
-    let mut holder = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "holder_of_an_exec_proxier",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("KPCT_TEST_HOLDER", &marker)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = std::io::BufReader::new(holder.stdout.take().unwrap());
-    for line in out.lines() {
-        if line.unwrap().contains("ready") {
-            break;
-        }
-    }
+    let (mut holder, _) = common::processes::start_holder("holder_of_an_exec_proxier");
     let holder_pid = holder.id();
     let sleeps = common::processes::descendants_running(holder_pid, "sleep 360");
     assert_eq!(sleeps.len(), 2, "both sleeps run under the holder");

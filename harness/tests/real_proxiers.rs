@@ -120,7 +120,7 @@ echo 1 > /proc/sys/net/ipv4/ip_forward && echo "own sysctl: written"
 /// starts one (a `sleep` that forks a grandchild), prints the pids, and waits to be killed.
 #[test]
 fn holder_of_a_real_proxier() {
-    let Ok(marker) = std::env::var("KPCT_TEST_HOLDER") else {
+    let Ok(marker) = std::env::var(common::processes::HOLDER_VARIABLE) else {
         return;
     };
     let ns = netns("real-holder");
@@ -150,25 +150,7 @@ fn holder_of_a_real_proxier() {
 #[test]
 #[serial_test::serial(real_proxier_processes)]
 fn a_real_proxier_dies_with_kpct_even_by_sigkill() {
-    use std::io::BufRead;
-    let marker = format!("{}", std::process::id());
-    let mut holder = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "holder_of_a_real_proxier",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("KPCT_TEST_HOLDER", &marker)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = std::io::BufReader::new(holder.stdout.take().unwrap());
-    for line in out.lines() {
-        if line.unwrap().contains("ready") {
-            break;
-        }
-    }
+    let (mut holder, marker) = common::processes::start_holder("holder_of_a_real_proxier");
     let holder_pid = holder.id();
     // Every process of the proxier: the sleeps, found by their arguments and their ancestry.
     let sleeps = descendants_running(holder_pid, "sleep 360");

@@ -55,24 +55,12 @@ pub fn answer_raw(objects: ClusterObjects, request: &[u8]) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::Namespace;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-    fn objects() -> ClusterObjects {
-        ClusterObjects {
-            namespaces: vec![Namespace {
-                metadata: ObjectMeta {
-                    name: Some("default".into()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            }],
-            ..Default::default()
-        }
-    }
 
     fn answer(request: &str) -> String {
-        String::from_utf8(answer_raw(objects(), request.as_bytes()).unwrap()).unwrap()
+        String::from_utf8(
+            answer_raw(super::super::tests::one_namespace(), request.as_bytes()).unwrap(),
+        )
+        .unwrap()
     }
 
     /// Two requests on one connection get two answers, the second after the first.

@@ -8,8 +8,9 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-fn server() -> (ApiServer, std::net::SocketAddr) {
-    let objects = ClusterObjects {
+/// A cluster of one Namespace, `default`.
+pub(super) fn one_namespace() -> ClusterObjects {
+    ClusterObjects {
         namespaces: vec![Namespace {
             metadata: ObjectMeta {
                 name: Some("default".into()),
@@ -18,8 +19,11 @@ fn server() -> (ApiServer, std::net::SocketAddr) {
             ..Default::default()
         }],
         ..Default::default()
-    };
-    let server = ApiServer::start(objects).unwrap();
+    }
+}
+
+fn server() -> (ApiServer, std::net::SocketAddr) {
+    let server = ApiServer::start(one_namespace()).unwrap();
     let addr = server
         .listen_on("127.0.0.1:0".parse().unwrap(), "t")
         .unwrap();

@@ -80,3 +80,27 @@ impl Watched {
         }
     }
 }
+
+/// The environment variable that makes a holder test (`holder_of_…`) hold: its value names the
+/// test that started it.
+pub const HOLDER_VARIABLE: &str = "KPCT_TEST_HOLDER";
+
+/// Runs the test `holder` of this test binary in a process of its own (the stand-in for kpct,
+/// to be SIGKILLed) and returns once it has printed `ready`, with the marker it was given.
+pub fn start_holder(holder: &str) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let marker = format!("{}", std::process::id());
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", holder, "--nocapture", "--test-threads=1"])
+        .env(HOLDER_VARIABLE, &marker)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    for line in out.lines() {
+        if line.unwrap().contains("ready") {
+            break;
+        }
+    }
+    (child, marker)
+}
