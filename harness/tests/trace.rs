@@ -331,3 +331,43 @@ fn a_step_probe_is_traced_after_the_steps_before_it() {
         "{no_step:#}"
     );
 }
+
+/// A probe that continues a kept flow is traced on that flow: the connection is opened where the
+/// scenario opens it, carried through the step (web-1 starts terminating), and its next
+/// exchange traced. Its packets ride the established conntrack entry — no nat chain sees them —
+/// still to web-1, and the entry is shown.
+#[test]
+fn trace_of_a_continued_flow_rides_its_conntrack_entry() {
+    let trace = try_trace_at(
+        "transition-terminating-established.yaml",
+        Some(1),
+        "session-continues",
+        "kube-proxy-iptables",
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(
+        trace
+            .observation
+            .probe
+            .contains("session-continues (continues the flow `session`)"),
+        "{trace}"
+    );
+    let node_a = trace.nodes.iter().find(|n| n.node == "node-a").unwrap();
+    assert!(
+        node_a.conntrack.iter().any(|l| l.contains(
+            "ESTABLISHED src=10.244.1.10 dst=10.96.0.10 sport=20000 dport=80 src=10.244.2.21"
+        )),
+        "{trace}"
+    );
+    let request = node_a
+        .paths()
+        .into_iter()
+        .find(|p| p.first_seen.contains("DST=10.96.0.10") && p.first_seen.ends_with("PSH"))
+        .unwrap_or_else(|| panic!("the request is not traced:\n{trace}"));
+    assert!(
+        !request.hops.iter().any(|h| h.starts_with("nat:")),
+        "an established flow meets no nat chain: {:?}\n{trace}",
+        request.hops
+    );
+    assert!(trace.to_string().contains("delivered to web-1"), "{trace}");
+}

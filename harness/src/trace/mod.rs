@@ -6,6 +6,7 @@
 pub mod ipvs_hits;
 pub mod monitor;
 
+use crate::flows::KeptFlows;
 use crate::observe::{self, ProbeObservation};
 use crate::probe;
 use crate::run::{node_addresses, stage, NodeProgrammer};
@@ -97,18 +98,38 @@ pub async fn trace<P: NodeProgrammer + ?Sized>(
                     .join(", ")
             )
         })?;
-    if let Some(flow) = &state.probes[index].continues {
-        bail!(
-            "probe `{probe_name}` continues the flow kept as `{flow}`; trace the probe that \
-             opens it instead"
-        );
-    }
+    // A probe that continues a kept flow is traced on that flow: it is opened where the
+    // scenario opens it (untraced), carried through the steps up to this one, and its next
+    // exchange is what is traced, with its conntrack entry kept.
+    let continued = state.probes[index].continues.clone();
+    let opening = match &continued {
+        Some(flow) => Some(opening_probe(scenario, step.map(|n| n - 1), flow)?),
+        None => None,
+    };
+    let mut flows = KeptFlows::default();
     let mut staged = stage(scenario, proxier).await?;
-    for k in 0..step.unwrap_or(0) {
-        staged.advance(scenario, k).await?;
+    for k in 0..=step.unwrap_or(0) {
+        if let (Some(flow), Some((at, probe))) = (&continued, &opening) {
+            if *at == k.checked_sub(1) {
+                let opened_in = crate::scenario::state_at(scenario, *at).scenario;
+                let plan = probe::plan(&opened_in, &staged.topo, *probe)?;
+                flows
+                    .open(&staged.topo, flow, &plan, probe_timeout)
+                    .with_context(|| format!("opening the flow `{flow}` to trace"))?;
+            }
+        }
+        if k < step.unwrap_or(0) {
+            staged.advance(scenario, k).await?;
+        }
     }
     let topo = &staged.topo;
-    let mut plan = probe::plan(&state, topo, index)?;
+    let mut plan = match &continued {
+        Some(flow) => flows
+            .plan(flow)
+            .cloned()
+            .ok_or_else(|| anyhow!("no flow is kept as `{flow}`"))?,
+        None => probe::plan(&state, topo, index)?,
+    };
     plan.repeat = 1;
     let protocol = plan.protocol.lower();
 
@@ -130,8 +151,16 @@ pub async fn trace<P: NodeProgrammer + ?Sized>(
         timeout: probe_timeout,
         drops: probe::DropDecision::AtTimeout,
     };
-    let shots = probe::fire(topo, &plan, patience)
-        .with_context(|| format!("firing probe {}", plan.name))?;
+    let shots = match &continued {
+        Some(flow) => {
+            let (_, shot) = flows
+                .continue_flow(topo, flow)
+                .with_context(|| format!("continuing the flow `{flow}`"))?;
+            vec![shot]
+        }
+        None => probe::fire(topo, &plan, patience)
+            .with_context(|| format!("firing probe {}", plan.name))?,
+    };
     let mut nodes = Vec::new();
     for (node, monitor) in topo.nodes().iter().zip(monitors) {
         // Read before the closing sentinel, whose own flow would show up in conntrack.
@@ -151,13 +180,38 @@ pub async fn trace<P: NodeProgrammer + ?Sized>(
             ipvs_connections: lines_of(ipvs_text),
         });
     }
-    let observation = observe::observe_probe(&plan, &shots, &node_addresses(topo), false);
+    let mut observation = observe::observe_probe(&plan, &shots, &node_addresses(topo), false);
+    if let Some(flow) = &continued {
+        observation.probe = format!("{probe_name} (continues the flow `{flow}`)");
+    }
     Ok(Trace {
         scenario: scenario.name.clone(),
         proxier: proxier.label(),
         observation,
         nodes,
     })
+}
+
+/// Where the flow `flow` is opened: the state (`None`: initial, `Some(k)`: after step k,
+/// 0-based) at or before `until` whose probe keeps it, and that probe's index.
+fn opening_probe(
+    scenario: &Scenario,
+    until: Option<usize>,
+    flow: &str,
+) -> Result<(Option<usize>, usize)> {
+    let states = std::iter::once(None).chain((0..until.map_or(0, |u| u + 1)).map(Some));
+    let mut found = None;
+    for at in states {
+        let state = crate::scenario::state_at(scenario, at).scenario;
+        if let Some(i) = state
+            .probes
+            .iter()
+            .position(|p| p.keep.as_deref() == Some(flow))
+        {
+            found = Some((at, i));
+        }
+    }
+    found.ok_or_else(|| anyhow!("no probe up to here keeps the flow `{flow}`"))
 }
 
 /// The trace comes from nf_tables: rules programmed through legacy iptables would be invisible.
