@@ -875,3 +875,49 @@ RULES
     assert!(text.contains("chain post {"), "{text}");
     assert!(text.contains("masquerade"), "{text}");
 }
+
+/// A failing probe of a step is suggested a trace of that probe at that step, and the command
+/// works: here a UDP flow continued after its endpoint was replaced, against a proxier that
+/// skips kube-proxy's stale-entry cleanup (the datagram still goes to the deleted pod).
+#[test]
+fn the_trace_command_of_a_step_probe_names_its_step_and_traces_it() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../scenarios/transition-udp-endpoint-replaced.yaml"
+    );
+    let scenario = kpct::scenario::load(Path::new(path)).unwrap();
+    let broken = Mutated {
+        name: "kube-proxy-iptables-without-conntrack-cleanup",
+        inner: "kube-proxy-iptables",
+        mutate: common::skip_conntrack_cleanup,
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let run = rt
+        .block_on(kpct::run::run_scenario(&scenario, &broken, probe_timeout()))
+        .unwrap();
+    let mut r = Results::new(vec![run.clone()], Vec::new(), environment());
+    r.files.insert(
+        scenario.name.clone(),
+        "scenarios/transition-udp-endpoint-replaced.yaml".into(),
+    );
+    let failing: Vec<String> = r.failing().iter().map(|(_, p)| p.probe.clone()).collect();
+    assert_eq!(failing, ["replace-endpoint/resolver-again"], "{failing:?}");
+    assert_eq!(
+        r.trace_command(&run, &failing[0]),
+        "sudo ci/kpct.sh trace scenarios/transition-udp-endpoint-replaced.yaml resolver-again \
+         --step 1 --proxier kube-proxy-iptables-without-conntrack-cleanup"
+    );
+    let trace = rt
+        .block_on(kpct::trace::trace(
+            &scenario,
+            Some(1),
+            "resolver-again",
+            &broken,
+            probe_timeout(),
+        ))
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(
+        trace.to_string().contains("continues the flow `resolver`"),
+        "{trace}"
+    );
+}

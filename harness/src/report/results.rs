@@ -93,8 +93,17 @@ impl Results {
             .get(scenario)
             .cloned()
             .unwrap_or_else(|| PathBuf::from(format!("scenarios/{scenario}.yaml")));
+        // A step's probe is observed as `STEP/PROBE`; trace takes the probe and the step's
+        // number (from 1).
+        let (probe, step) = match probe.split_once('/').and_then(|(step, name)| {
+            let index = run.observation.steps.iter().position(|s| s.step == step)?;
+            Some((name, index + 1))
+        }) {
+            Some((name, n)) => (name, format!(" --step {n}")),
+            None => (probe, String::new()),
+        };
         format!(
-            "sudo ci/kpct.sh trace {} {} --proxier {}",
+            "sudo ci/kpct.sh trace {} {}{step} --proxier {}",
             shell_word(&file.display().to_string()),
             shell_word(probe),
             shell_word(
