@@ -5,7 +5,7 @@
 //! stays inside those namespaces, reachable with `ip netns exec`.
 
 use crate::netns::{self, NETNS_DIR, SUITE_PREFIX};
-use crate::proxier::Proxier;
+use crate::run::NodeProgrammer;
 use crate::scenario::{IpFamily, Scenario};
 use crate::topology::naming::RunPrefix;
 use anyhow::{bail, Context, Result};
@@ -45,7 +45,7 @@ pub fn existing(scenario: &str) -> Result<Vec<String>> {
 }
 
 /// Builds and programs the lab of `scenario`, leaving it up.
-pub async fn up(scenario: &Scenario, proxier: &dyn Proxier) -> Result<Lab> {
+pub async fn up<P: NodeProgrammer + ?Sized>(scenario: &Scenario, proxier: &P) -> Result<Lab> {
     Ok(up_with(scenario, proxier, Serving::Nothing, None).await?.0)
 }
 
@@ -53,9 +53,9 @@ pub async fn up(scenario: &Scenario, proxier: &dyn Proxier) -> Result<Lab> {
 /// listeners, as a run starts them; they serve for as long as the returned value lives. With
 /// `step` (1-based), the lab is left as the scenario stands after that step: every step up to
 /// it applied and synced by the proxier, as a run does.
-pub async fn up_with(
+pub async fn up_with<P: NodeProgrammer + ?Sized>(
     scenario: &Scenario,
-    proxier: &dyn Proxier,
+    proxier: &P,
     serving: Serving,
     step: Option<usize>,
 ) -> Result<(Lab, Option<crate::backends::Backends>)> {
@@ -93,7 +93,7 @@ pub async fn up_with(
     Ok((
         Lab {
             scenario: scenario.name.clone(),
-            proxier: proxier.name().to_string(),
+            proxier: proxier.label(),
             namespaces: topo.persist(),
             families: crate::scenario::cluster_state(scenario)
                 .families()

@@ -465,3 +465,22 @@ async fn needs_ipvs_an_ipv6_only_ipvs_lab_answers_troubleshooting_commands() {
     )
     .await;
 }
+
+/// A lab takes any proxier kind: here an `exec:` proxier, whose printed programming the node
+/// then holds (its own chain), named in the lab as given.
+#[tokio::test]
+async fn a_lab_is_programmed_by_an_exec_proxier() {
+    let name = format!("labtest-{}-exec", std::process::id());
+    let s = scenario(&name);
+    let _guard = DownOnDrop(name.clone());
+    let spec = format!(
+        "exec:python3 {}/tests/fixtures/exec/minimal_proxier.py print",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let proxier = kpct::proxier::exec::ExecProxier::from_spec(&spec).unwrap();
+    let lab = kpct::lab::up(&s, &proxier).await.unwrap();
+    assert_eq!(lab.proxier, spec);
+    let nat = in_node(&lab, &["iptables-save", "-t", "nat"]);
+    assert!(nat.contains(":KPCT-SERVICES"), "{nat}");
+    kpct::lab::down(&name).unwrap();
+}

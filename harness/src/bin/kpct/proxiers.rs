@@ -40,20 +40,6 @@ pub fn builtins(
         .collect()
 }
 
-/// One built-in by name, refusing IPVS up front on a kernel without it.
-pub fn builtin(name: &str, way_out: &str) -> Result<Box<dyn kpct::proxier::Proxier>> {
-    let p = kpct::proxier::builtin(name).ok_or_else(|| {
-        anyhow::anyhow!(
-            "unknown proxier `{name}` (built-in: {})",
-            kpct::proxier::BUILTIN.join(", ")
-        )
-    })?;
-    if kpct::proxier::needs_ipvs(name) {
-        ensure_ipvs(way_out)?;
-    }
-    Ok(p)
-}
-
 /// A built-in (`kube-proxy-ipvs`, `kube-proxy-iptables`, `kube-proxy-nftables`),
 /// `exec:COMMAND [ARGS]`, `replay:DIR`, `kube-proxy:MODE[:PATH|:VERSION]` or `api:… COMMAND`, or
 /// any of them as

@@ -14,8 +14,9 @@ enum Action {
     /// Build and program the lab of a scenario file; prints how to get in.
     Up {
         scenario: std::path::PathBuf,
-        /// A built-in proxier. Default: kube-proxy-ipvs where the kernel has IP_VS, else
-        /// kube-proxy-iptables (and a note saying so).
+        /// Any proxier (a built-in, `exec:`, `replay:`, `kube-proxy:…`, `api:…`, `NAME=SPEC`).
+        /// Default: kube-proxy-ipvs where the kernel has IP_VS, else kube-proxy-iptables (and a
+        /// note saying so).
         #[arg(long)]
         proxier: Option<String>,
         /// Also start the scenario's echo backends and health-check listeners, and keep them
@@ -43,10 +44,12 @@ pub fn run(Args { action }: Args) -> Result<()> {
         } => {
             let proxier = proxiers::chosen(proxier)?;
             let s = super::load(&scenario)?;
-            let p = proxiers::builtin(
-                &proxier,
-                "use the Vagrant lab (vagrant/), or `--proxier kube-proxy-iptables`",
-            )?;
+            if kpct::proxier::needs_ipvs(&proxier) {
+                proxiers::ensure_ipvs(
+                    "use the Vagrant lab (vagrant/), or `--proxier kube-proxy-iptables`",
+                )?;
+            }
+            let p = proxiers::from_spec(&proxier)?;
             let rt = tokio::runtime::Runtime::new()?;
             let serve = if backends {
                 kpct::lab::Serving::Backends

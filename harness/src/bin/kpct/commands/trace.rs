@@ -13,8 +13,9 @@ pub struct Args {
     /// synced. Default: a probe of the initial state.
     #[arg(long)]
     step: Option<usize>,
-    /// A built-in proxier. Default: kube-proxy-ipvs where the kernel has IP_VS, else
-    /// kube-proxy-iptables (and a note saying so).
+    /// Any proxier (a built-in, `exec:`, `replay:`, `kube-proxy:…`, `api:…`, `NAME=SPEC`).
+    /// Default: kube-proxy-ipvs where the kernel has IP_VS, else kube-proxy-iptables (and a
+    /// note saying so).
     #[arg(long)]
     proxier: Option<String>,
 }
