@@ -428,8 +428,3 @@ pub fn remove_leftovers(names: &[String]) {
         remove_named(name);
     }
 }
-
-/// Names in this process's registry (for tests asserting that nothing leaked).
-pub fn live_names() -> Vec<String> {
-    registry().live.iter().cloned().collect()
-}

@@ -117,13 +117,6 @@ pub fn mac_for(role: &str) -> [u8; 6] {
     [0x02, b[3], b[4], b[5], b[6], b[7]]
 }
 
-pub fn format_mac(mac: &[u8; 6]) -> String {
-    mac.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
