@@ -921,3 +921,53 @@ fn the_trace_command_of_a_step_probe_names_its_step_and_traces_it() {
         "{trace}"
     );
 }
+
+/// Below the table, failures are grouped for a person: per run, per probe its first violation
+/// and how many more it caused, at most three probes per run and twenty runs, with what was
+/// left out counted (a broken proxier over the library printed 334 lines before).
+#[test]
+fn the_failures_under_the_table_are_grouped_and_capped() {
+    let many_probes = {
+        let mut run = synthetic("many", "p0", None);
+        let prefix = format!("many [{}]: ", run.observation.proxier);
+        for p in 0..5 {
+            for v in ["expected delivery, observed rejected", "expected a reply"] {
+                run.violations.push(format!("{prefix}probe `p{p}`: {v}"));
+            }
+        }
+        run
+    };
+    let mut runs = vec![many_probes];
+    for i in 0..22 {
+        let mut run = synthetic(&format!("run-{i:02}"), "p", None);
+        run.violations.push(format!(
+            "run-{i:02} [{}]: probe `p`: expected outcome dropped",
+            run.observation.proxier
+        ));
+        runs.push(run);
+    }
+    let table = kpct::report::table(&results(&runs, &[]), kpct::report::Style::plain());
+    let below: Vec<&str> = table
+        .lines()
+        .skip_while(|l| !l.starts_with("FAILED"))
+        .skip(1)
+        .collect();
+    let proxier = &runs[0].observation.proxier;
+    assert_eq!(
+        below[..5],
+        [
+            format!("  FAIL many × {proxier}: 5 checks failing").as_str(),
+            "      probe `p0`: expected delivery, observed rejected (and 1 more violation about it)",
+            "      probe `p1`: expected delivery, observed rejected (and 1 more violation about it)",
+            "      probe `p2`: expected delivery, observed rejected (and 1 more violation about it)",
+            "      … and 2 more failing checks",
+        ],
+        "{table}"
+    );
+    assert_eq!(
+        below.last().copied(),
+        Some("  … and 3 more runs with failures (every line: --report, --junit, --json)"),
+        "{table}"
+    );
+    assert_eq!(below.len(), 5 + 19 * 2 + 1, "{table}");
+}

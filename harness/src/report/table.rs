@@ -167,12 +167,89 @@ pub fn table(results: &Results, style: Style) -> String {
             results.elapsed
         )
     );
-    for run in &results.runs {
+    failures(&mut out, results, &style);
+    out
+}
+
+/// Failing probes shown per run below the summary; the rest are counted.
+const PROBES_SHOWN: usize = 3;
+/// Runs with failures shown below the summary; the rest are counted.
+const RUNS_SHOWN: usize = 20;
+
+/// The failures under the summary, grouped so a person can read them: per run (scenario ×
+/// proxier), per probe or step check, its first violated expectation and how many more it
+/// caused; at most [`PROBES_SHOWN`] per run and [`RUNS_SHOWN`] runs, with what was left out
+/// counted. The report, JUnit and `--json` have every line.
+fn failures(out: &mut String, results: &Results, style: &Style) {
+    let failing: Vec<&crate::run::ScenarioRun> = results
+        .runs
+        .iter()
+        .filter(|r| !r.violations.is_empty())
+        .collect();
+    for run in failing.iter().take(RUNS_SHOWN) {
+        let prefix = format!("{} [{}]: ", run.observation.scenario, run.observation.proxier);
+        // Grouped by what failed: `probe `NAME``, or a step's convergence.
+        let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
         for v in &run.violations {
-            let _ = writeln!(out, "  {} {v}", style.paint("FAIL"));
+            let text = v.strip_prefix(&prefix).unwrap_or(v);
+            let key = failure_subject(text);
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, lines)) => lines.push(text),
+                None => groups.push((key, vec![text])),
+            }
+        }
+        let _ = writeln!(
+            out,
+            "  {} {} × {}: {} failing",
+            style.paint("FAIL"),
+            run.observation.scenario,
+            run.observation.proxier,
+            plural(groups.len(), "check")
+        );
+        for (_, lines) in groups.iter().take(PROBES_SHOWN) {
+            let more = match lines.len() - 1 {
+                0 => String::new(),
+                n => format!(" (and {} about it)", plural(n, "more violation")),
+            };
+            let _ = writeln!(out, "      {}{more}", lines[0]);
+        }
+        if groups.len() > PROBES_SHOWN {
+            let _ = writeln!(
+                out,
+                "      … and {}",
+                plural(groups.len() - PROBES_SHOWN, "more failing check")
+            );
         }
     }
-    out
+    if failing.len() > RUNS_SHOWN {
+        let _ = writeln!(
+            out,
+            "  … and {} with failures (every line: --report, --junit, --json)",
+            plural(failing.len() - RUNS_SHOWN, "more run")
+        );
+    }
+}
+
+/// What a violation is about: `probe `NAME``, or what comes before its first `: ` (a step's
+/// convergence, `step s1: node node-a`).
+fn failure_subject(violation: &str) -> String {
+    if let Some(rest) = violation.strip_prefix("probe `") {
+        if let Some(end) = rest.find('`') {
+            return format!("probe `{}`", &rest[..end]);
+        }
+    }
+    violation
+        .split_once(": ")
+        .map_or(violation, |(subject, _)| subject)
+        .to_string()
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 /// One row: every cell wrapped to its column, the physical lines side by side.
