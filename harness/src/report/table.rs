@@ -187,7 +187,10 @@ fn failures(out: &mut String, results: &Results, style: &Style) {
         .filter(|r| !r.violations.is_empty())
         .collect();
     for run in failing.iter().take(RUNS_SHOWN) {
-        let prefix = format!("{} [{}]: ", run.observation.scenario, run.observation.proxier);
+        let prefix = format!(
+            "{} [{}]: ",
+            run.observation.scenario, run.observation.proxier
+        );
         // Grouped by what failed: `probe `NAME``, or a step's convergence.
         let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
         for v in &run.violations {

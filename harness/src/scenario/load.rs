@@ -304,6 +304,10 @@ impl<'de> Visitor<'de> for Walk<'_> {
         self.scalar()
     }
 
+    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<(), A::Error> {
+        self.tagged(data)
+    }
+
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let Some((first, rest)) = self.path.split_first() else {
             return Err(de::Error::custom(FOUND));
@@ -344,6 +348,13 @@ impl<'de> Visitor<'de> for Walk<'_> {
 }
 
 impl Walk<'_> {
+    /// A tagged node (`!tag value`): serde reads it as an enum, the tag its variant; the walk
+    /// goes on in its content.
+    fn tagged<'de, A: de::EnumAccess<'de>>(self, data: A) -> Result<(), A::Error> {
+        let (_, content) = data.variant::<IgnoredAny>()?;
+        de::VariantAccess::newtype_variant_seed(content, self)
+    }
+
     fn scalar<E: de::Error>(&self) -> Result<(), E> {
         if self.path.is_empty() {
             Err(E::custom(FOUND))
@@ -409,6 +420,12 @@ impl<'de> Visitor<'de> for Key<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<String, A::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(String::new())
+    }
+    /// A tagged key (`!tag ports:`): serde reads it as an enum, the tag its variant; the key
+    /// is its content.
+    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<String, A::Error> {
+        let (_, content) = data.variant::<IgnoredAny>()?;
+        de::VariantAccess::newtype_variant_seed(content, self)
     }
 }
 

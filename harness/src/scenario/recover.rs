@@ -130,9 +130,11 @@ fn set_aside(tree: &mut Value, p: &SerdeProblem) -> Option<Retry> {
         if *last != Seg::Key(key.to_owned()) {
             return None;
         }
-        node_mut(tree, parent)?
-            .as_mapping_mut()?
-            .remove(Value::String(key.to_owned()));
+        // A key that is not there to remove (a tagged key, `! ports:`, reads as `ports` but
+        // is another value) leaves nothing to retry: the same problem would come back.
+        if !remove_key(node_mut(tree, parent)?.as_mapping_mut()?, key) {
+            return None;
+        }
         // The key is likely a misspelt field (`nodeport`), so what the mapping then lacks is
         // the typo's echo, not a second problem.
         return Some((parent.to_vec(), attempt(tree)));
@@ -146,6 +148,22 @@ fn set_aside(tree: &mut Value, p: &SerdeProblem) -> Option<Retry> {
         return stand_in(tree, &path, &message).map(|next| (path, next));
     }
     stand_in(tree, &p.segments, &message).map(|next| (p.segments.clone(), next))
+}
+
+/// Removes `key` from `mapping`, also when written with a tag (`!tag key:`); whether it was
+/// there.
+fn remove_key(mapping: &mut Mapping, key: &str) -> bool {
+    let found = mapping.keys().find(|k| {
+        let untagged = match k {
+            Value::Tagged(tagged) => &tagged.value,
+            other => other,
+        };
+        untagged.as_str() == Some(key)
+    });
+    match found.cloned() {
+        Some(k) => mapping.remove(&k).is_some(),
+        None => false,
+    }
 }
 
 /// Tries stand-ins at `path` until the error there goes away.
@@ -243,5 +261,23 @@ mod tests {
             Some(&mut Value::Number(2.into()))
         );
         assert_eq!(node_mut(&mut tree, &[Seg::Key("z".into())]), None);
+    }
+
+    /// A tagged unknown key (`!tag ports:`) is reported once, at its line, and the rest of the
+    /// file is still read (it was reported a hundred times, without a line: found by fuzzing).
+    #[test]
+    fn a_tagged_unknown_key_is_reported_once_where_it_is() {
+        let text = "name: x\n!tag ports: [1]\ntopology: {underlay: 192.168.1.0/24, nodes: []}\nservices: [{nam: web}]\n";
+        let e = crate::scenario::parse(text, "t.yaml").unwrap_err();
+        let shown: Vec<String> = e.problems().iter().map(|p| p.to_string()).collect();
+        let ports: Vec<&String> = shown.iter().filter(|p| p.contains("`ports`")).collect();
+        assert_eq!(ports.len(), 1, "{shown:#?}");
+        assert!(ports[0].starts_with("t.yaml:2:"), "{shown:#?}");
+        assert!(
+            shown
+                .iter()
+                .any(|p| p.starts_with("t.yaml:4:") && p.contains("`nam`")),
+            "{shown:#?}"
+        );
     }
 }
