@@ -46,7 +46,13 @@ pub fn answer_raw(objects: ClusterObjects, request: &[u8]) -> Result<Vec<u8>> {
         let read = limited.read_to_end(&mut answer);
         let (_, read) = tokio::join!(write, read);
         stop_tx.send_replace(true);
-        serving.abort();
+        // The connection's task ends once the answer has: a panic in it (which tokio would
+        // keep to the task, as the real server keeps it to the connection) is a finding.
+        if let Err(e) = serving.await {
+            if e.is_panic() {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
         read.map(|_| answer)
     });
     answer.context("reading the answer")

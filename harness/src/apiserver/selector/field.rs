@@ -78,7 +78,8 @@ impl FieldSelector {
         let mut raw = Vec::new();
         for part in parts.into_iter().filter(|p| !p.is_empty()) {
             // The first operator from the left; at one position `!=` and `==` before `=`.
-            let split = (0..part.len()).find_map(|i| {
+            // At character boundaries only: a selector may hold any UTF-8.
+            let split = part.char_indices().map(|(i, _)| i).find_map(|i| {
                 ["!=", "==", "="]
                     .into_iter()
                     .find(|op| part[i..].starts_with(op))
