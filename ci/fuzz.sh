@@ -18,7 +18,7 @@
 # stable Rust, in CI. Needs `rustup toolchain install nightly` and `cargo install cargo-fuzz`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets_all=(scenario programming_text replay_capture ipvs_netlink api_request)
+read -ra targets_all <<< "scenario programming_text replay_capture ipvs_netlink api_request"
 
 need_fuzzer() {
     if ! cargo +nightly --version >/dev/null 2>&1; then
@@ -48,8 +48,9 @@ seed() {
     # Programming text and replay captures: what the built-ins program for a spread of
     # scenarios, in the suite's text format and as each tool prints it.
     local s p
-    for s in clusterip-cross-node nodeport-etp-local dual-stack-clusterip ipv6-only-nodeport-external \
-        session-affinity-clientip loadbalancer-source-ranges sctp-services ipvs-timeouts; do
+    local seeded="clusterip-cross-node nodeport-etp-local dual-stack-clusterip ipv6-only-nodeport-external"
+    seeded+=" session-affinity-clientip loadbalancer-source-ranges sctp-services ipvs-timeouts"
+    for s in $seeded; do
         for p in kube-proxy-iptables kube-proxy-ipvs kube-proxy-nftables; do
             "$kpct" program --proxier "$p" --node node-a "scenarios/$s.yaml" >"$tmp/text" 2>/dev/null || continue
             keep programming_text "$tmp/text"
@@ -161,5 +162,7 @@ case "${1:-}" in
     --seed) seed ;;
     --minimize) shift; minimize "$@" ;;
     ''|[0-9]*) seconds=${1:-60}; shift || true; run "$seconds" "$@" ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' ;;
+    -*) echo "ci/fuzz.sh: unknown option $1 (see ci/fuzz.sh --help)" >&2; exit 2 ;;
     *) run 60 "$@" ;;
 esac

@@ -44,7 +44,7 @@ fn root_state() -> BTreeMap<String, String> {
             .join("\n")
     };
     let mut state = BTreeMap::new();
-    let aspects: [(&str, &str, &[&str]); 13] = [
+    let aspects: [(&str, &str, &[&str]); 12] = [
         ("links", "ip", &["-d", "-o", "link", "show"]),
         ("addresses", "ip", &["-o", "address", "show"]),
         ("routes", "ip", &["route", "show", "table", "all"]),
@@ -57,12 +57,19 @@ fn root_state() -> BTreeMap<String, String> {
         ("nftables", "nft", &["list", "ruleset"]),
         ("ipsets", "ipset", &["save"]),
         ("ipvs", "ipvsadm", &["-Sn"]),
-        ("netns", "ls", &["/run/netns"]),
     ];
     for (name, program, args) in aspects {
         state.insert(name.to_string(), stable(run(program, args)));
     }
     state.insert("sysctls".to_string(), net_sysctls());
+    let mut netns: Vec<String> = std::fs::read_dir("/run/netns")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    netns.sort();
+    state.insert("netns".to_string(), netns.join("\n"));
     state
 }
 
