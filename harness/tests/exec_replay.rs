@@ -788,8 +788,7 @@ fn holder_of_an_exec_proxier() {
 fn an_exec_proxier_dies_with_kpct_even_by_sigkill() {
     let (mut holder, _) = common::processes::start_holder("holder_of_an_exec_proxier");
     let holder_pid = holder.id();
-    let sleeps = common::processes::descendants_running(holder_pid, "sleep 360");
-    assert_eq!(sleeps.len(), 2, "both sleeps run under the holder");
+    let sleeps = common::processes::wait_for_descendants(holder_pid, "sleep 360", 2);
     let watched = common::processes::Watched::new(&sleeps);
     holder.kill().unwrap();
     holder.wait().unwrap();

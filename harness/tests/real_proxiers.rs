@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::processes::{descendants, descendants_running, Watched};
+use common::processes::{descendants, wait_for_descendants, Watched};
 use common::{kube_proxy_binary, library_scenario as scenario};
 use kpct::netns::{install_signal_cleanup, Netns};
 use kpct::proxier::real::process::ProxierProcess;
@@ -153,8 +153,7 @@ fn a_real_proxier_dies_with_kpct_even_by_sigkill() {
     let (mut holder, marker) = common::processes::start_holder("holder_of_a_real_proxier");
     let holder_pid = holder.id();
     // Every process of the proxier: the sleeps, found by their arguments and their ancestry.
-    let sleeps = descendants_running(holder_pid, "sleep 360");
-    assert_eq!(sleeps.len(), 2, "both sleeps run under the holder");
+    let sleeps = wait_for_descendants(holder_pid, "sleep 360", 2);
     let watched = Watched::new(&sleeps);
     holder.kill().unwrap();
     holder.wait().unwrap();

@@ -41,6 +41,25 @@ pub fn descendants_running(pid: u32, prefix: &str) -> Vec<u32> {
         .collect()
 }
 
+/// The descendants of `pid` running `prefix`, once there are `count` of them: a process forks
+/// before it execs, so a script's `sleep &` shows as the script for a moment. Panics after 10 s.
+pub fn wait_for_descendants(pid: u32, prefix: &str, count: usize) -> Vec<u32> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = descendants_running(pid, prefix);
+        if found.len() >= count {
+            return found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {count} `{prefix}` processes under {pid} after 10 s",
+            found.len()
+        );
+        // /proc has no event for an exec: polled.
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Handles on processes, taken before something is expected to end them.
 pub struct Watched(Vec<(u32, OwnedFd)>);
 
