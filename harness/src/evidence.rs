@@ -244,25 +244,24 @@ fn conntrack_lines(entries: &[crate::conntrack::Entry], targets: &[Target]) -> V
             })
         })
         .collect();
-    let name = |n: u8| match n {
-        6 => "tcp".to_string(),
-        17 => "udp".to_string(),
-        132 => "sctp".to_string(),
-        n => format!("proto {n}"),
-    };
-    let at = |a: IpAddr, port: u16| std::net::SocketAddr::new(a, port).to_string();
+    let at = |a: IpAddr, port: u16| std::net::SocketAddr::new(a, port);
     let mut out: Vec<String> = hits
         .iter()
         .take(CONNTRACK_SHOWN)
         .map(|e| {
-            format!(
-                "{} {} -> {}, replies {} -> {}",
-                name(e.original.protocol),
-                at(e.original.src, e.original.sport),
-                at(e.original.dst, e.original.dport),
+            // The original direction as every flow is spelled (`tcp SRC -> DST`).
+            let original = crate::capture::Flow {
+                protocol: e.original.protocol,
+                src: e.original.src,
+                sport: e.original.sport,
+                dst: e.original.dst,
+                dport: e.original.dport,
+            };
+            let (src, dst) = (
                 at(e.reply.src, e.reply.sport),
                 at(e.reply.dst, e.reply.dport),
-            )
+            );
+            format!("{original}, replies {src} -> {dst}")
         })
         .collect();
     if hits.len() > CONNTRACK_SHOWN {
