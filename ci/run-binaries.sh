@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test binary listed in OUT/tests.tsv, natively or inside the VM (the same script
-# either way), logging each to OUT/logs and appending one line per binary to OUT/summary.
+# either way), logging each to OUT/logs and appending one line per binary to OUT/summary.LABEL
+# (a file per label: the VM's half writes through its shared directory while the host's half
+# writes natively, at the same time).
 #   run-binaries.sh OUT LABEL [--skip PATTERNS | --only PATTERNS] -- [TEST-ARGS...]
 # PATTERNS is a comma-separated list of test-name substrings (libtest ORs filters and skips).
 # LABEL tells the halves of a split run apart (e.g. host, vm).
@@ -37,5 +39,5 @@ while IFS=$'\t' read -r name dir exe; do
     echo "    ---- $name failed (exit $rc); its log follows"
     sed -n '/^failures:/,$p' "$log" | head -200 | sed 's/^/    | /'
   fi
-  printf '%s\t%s\t%s\n' "$label:$name" "$rc" "$result" >> "$out/summary"
+  printf '%s\t%s\t%s\n' "$label:$name" "$rc" "$result" >> "$out/summary.$label"
 done < "$out/tests.tsv"

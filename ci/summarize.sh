@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Adds up OUT/summary (one line per test binary) into the closing line; fails if any binary
-# failed or if no test ran at all.
+# Adds up OUT/summary.* (one line per test binary: the host's half, the VM's, the doc tests)
+# into the closing line; fails if any binary failed or if no test ran at all.
 set -euo pipefail
 out="$1"
+# In the order the halves are reported.
+summaries=()
+for label in host vm doctests; do
+  [ -f "$out/summary.$label" ] && summaries+=("$out/summary.$label")
+done
+cat "${summaries[@]}" > "$out/summary"
 passed=0; failed=0; ignored=0; broken=0
 while IFS=$'\t' read -r name rc result; do
   p=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<< "$result"); p=${p:-0}

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 /// Every difference between the `updated` node and a `fresh` one, in section order.
 /// `allowed`: lines the updated node may hold that a fresh one cannot: the `ipvsadm -Sn` lines
-/// of real servers at weight 0 that still hold connections ([`draining_lines`]), and the
+/// of real servers at weight 0 that still hold connections ([`crate::draining::draining_lines`]), and the
 /// nftables service chains flushed to be deleted at the next sync ([`flushed_chains`]).
 pub fn differences(
     updated: &EffectiveState,
@@ -201,26 +201,6 @@ fn times(n: usize) -> String {
     } else {
         String::new()
     }
-}
-
-/// The `-a` lines of the real servers of `table` at weight 0 that still hold connections.
-pub fn draining_lines(table: &[ipvs_genl::TableEntry]) -> Vec<String> {
-    let draining: Vec<ipvs_genl::TableEntry> = table
-        .iter()
-        .map(|(svc, dests)| {
-            let kept = dests
-                .iter()
-                .filter(|d| d.destination.weight == 0 && d.active_conns + d.inactive_conns > 0)
-                .cloned()
-                .collect();
-            (svc.clone(), kept)
-        })
-        .collect();
-    ipvs_genl::format_save(&draining)
-        .lines()
-        .filter(|l| l.starts_with("-a "))
-        .map(str::to_string)
-        .collect()
 }
 
 /// Section name (`nat`, `ipset`, …) -> its lines, in order.

@@ -1,5 +1,5 @@
 //! kpct killed at any point leaves the host as it found it. Each command (`run` with a
-//! built-in and with an `exec:` proxier, `lab up`, `trace`, `soak`) is run once whole, to learn
+//! built-in, an `exec:` proxier and a real kube-proxy, `lab up`, `trace`, `soak`) is run once whole, to learn
 //! how long it takes, then started again and signalled at points spread over that time, chosen
 //! by a seed the test prints (`KPCT_KILL_SEED=N` repeats a sequence, `KPCT_KILL_POINTS=N` sets
 //! the points per signal and command, default 1). The signals take turns:
@@ -9,7 +9,7 @@
 //!
 //! After each, the root namespace is compared with a snapshot taken before: links, addresses,
 //! routes, iptables and ip6tables in both backends, nftables, ipsets, IPVS and the sysctls
-//! under net.
+//! under net; and no scratch directory of the run (a real proxier's files) may be left.
 
 mod common;
 
@@ -210,6 +210,20 @@ fn cases(lab_dir: &Path) -> Vec<Case> {
             lab: None,
         },
         Case {
+            name: "run (real kube-proxy)",
+            args: strings(&[
+                "run",
+                "--proxier",
+                &format!(
+                    "kube-proxy:iptables:{}",
+                    common::kube_proxy_binary().display()
+                ),
+                "--scenario",
+                &cross,
+            ]),
+            lab: None,
+        },
+        Case {
             name: "lab up",
             args: strings(&["lab", "up", &lab_file, "--proxier", "kube-proxy-iptables"]),
             lab: Some(lab),
@@ -241,6 +255,16 @@ fn cases(lab_dir: &Path) -> Vec<Case> {
             lab: None,
         },
     ]
+}
+
+/// What the temp directory holds of kpct's (`kpct-*`).
+fn kpct_temp_files() -> std::collections::BTreeSet<PathBuf> {
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("kpct-"))
+        .map(|e| e.path())
+        .collect()
 }
 
 fn lab_down(name: &str) {
@@ -310,6 +334,7 @@ fn a_kill_at_any_point_leaves_the_host_as_it_was() {
             for signal in [Signal::SIGKILL, Signal::SIGTERM, Signal::SIGINT] {
                 let at = whole.mul_f64(points.next_fraction());
                 let point = format!("{} {signal} at {at:.2?} of {whole:.2?}", case.name);
+                let temp_before = kpct_temp_files();
                 let mut child = start(&case, &stderr);
                 let pid = child.id();
                 std::thread::sleep(at);
@@ -362,6 +387,17 @@ fn a_kill_at_any_point_leaves_the_host_as_it_was() {
                 if !left.is_empty() {
                     failures.push(format!("{point}: namespaces left: {left:?}"));
                     kpct::netns::remove_leftovers(&left);
+                }
+                // A real proxier's configuration and kubeconfig, or any other file of kpct's.
+                let files: Vec<PathBuf> = kpct_temp_files()
+                    .difference(&temp_before)
+                    .cloned()
+                    .collect();
+                if !files.is_empty() {
+                    failures.push(format!("{point}: scratch directories left: {files:?}"));
+                    for f in &files {
+                        let _ = std::fs::remove_dir_all(f);
+                    }
                 }
                 if let Some(lab) = &case.lab {
                     lab_down(lab);

@@ -104,3 +104,94 @@ async fn needs_ipvs_virtual_server_in_a_node_netns_translates_real_packets() {
         "the reply is reverse-translated to come from the virtual service"
     );
 }
+
+/// A probe reaches web-1 and web-2; a later step removes web-1. The probe's SYN leaves an IPVS
+/// entry (SYN_RECV, 60 s) that kube-proxy's graceful termination counts, so a step within 60 s
+/// of the probe would keep web-1 at weight 0 and one after would delete it. kpct waits such
+/// entries out (run/drain.rs): the step must show the same either way, web-1 gone.
+const DRAINED: &str = r#"
+name: drained
+topology:
+  underlay: 192.168.1.0/24
+  clusterCIDR: 10.244.0.0/16
+  serviceCIDR: 10.96.0.0/12
+  nodes:
+    - {name: node-a, ip: 192.168.1.10, podCIDR: 10.244.1.0/24}
+  pods:
+    - {name: client, node: node-a, ip: 10.244.1.10}
+    - {name: web-1, node: node-a, ip: 10.244.1.21, ports: [{name: http, containerPort: 8080}]}
+    - {name: web-2, node: node-a, ip: 10.244.1.22, ports: [{name: http, containerPort: 8080}]}
+services:
+  - name: web
+    spec:
+      clusterIP: 10.96.0.10
+      ports: [{name: http, port: 80, targetPort: 8080}]
+endpointSlices:
+  - service: web
+    ports: [{name: http, port: 8080}]
+    endpoints: [{addresses: [10.244.1.21]}, {addresses: [10.244.1.22]}]
+probes:
+  - name: both
+    from: {pod: client}
+    to: {service: web, port: http}
+    repeat: 2
+    expect: {reaches: [web-1, web-2]}
+steps:
+  - name: pause
+    waitSeconds: PAUSE
+    apply:
+      endpointSlices:
+        - service: web
+          ports: [{name: http, port: 8080}]
+          endpoints: [{addresses: [10.244.1.21]}, {addresses: [10.244.1.22]}]
+  - name: scale-down
+    waitSeconds: LAST
+    apply:
+      endpointSlices:
+        - service: web
+          ports: [{name: http, port: 8080}]
+          endpoints: [{addresses: [10.244.1.22]}]
+    probes:
+      - name: after
+        from: {pod: client}
+        to: {service: web, port: http}
+        repeat: 2
+        expect: {reaches: [web-2]}
+"#;
+
+#[test]
+fn needs_ipvs_a_step_shows_the_same_whether_earlier_probe_connections_expired_or_not() {
+    require_ipvs();
+    let run = |pause: u32, last: u32| {
+        let yaml = DRAINED
+            .replace("PAUSE", &pause.to_string())
+            .replace("LAST", &last.to_string());
+        let scenario = kpct::scenario::parse(&yaml, "drained.yaml").unwrap();
+        let proxier = kpct::proxier::builtin("kube-proxy-ipvs").unwrap();
+        let run = tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(kpct::run::run_scenario(
+                &scenario,
+                proxier.as_ref(),
+                kpct::probe::probe_timeout(),
+            ))
+            .unwrap();
+        assert!(run.violations.is_empty(), "{:#?}", run.violations);
+        run.observation
+    };
+    // At once, in separate namespaces: right after the probe, its SYN_RECV entries still count
+    // for web-1; 65 s later, past IPVS's 60 s SYN_RECV timeout, they are gone before the step
+    // that removes web-1 syncs.
+    let (soon, late) = std::thread::scope(|s| {
+        let soon = s.spawn(|| run(0, 0));
+        let late = s.spawn(|| run(60, 5));
+        (soon.join().unwrap(), late.join().unwrap())
+    });
+    assert_eq!(
+        soon.steps[1].nodes[0].ipvs_real_servers, 1,
+        "web-1 must be gone once the probe's connections expired: {:#?}",
+        soon.steps[1].nodes
+    );
+    let yaml = |o: &kpct::run::ScenarioObservation| serde_yaml_ng::to_string(o).unwrap();
+    assert_eq!(yaml(&soon), yaml(&late));
+}

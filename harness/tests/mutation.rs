@@ -148,7 +148,7 @@ fn entry_node(s: &scenario::Scenario, p: &scenario::Probe) -> String {
 
 /// Every spread, scheduler and affinity scenario fails for a proxier that sends all connections
 /// to one endpoint: `reaches` is the exact set, `sequence` the exact order.
-async fn pinned_proxier_fails_every_spreading_scenario(proxier: &'static str) {
+fn pinned_proxier_fails_every_spreading_scenario(proxier: &'static str) {
     let scenarios = spreading_scenarios(proxier);
     let names: Vec<&str> = scenarios.iter().map(|s| s.name.as_str()).collect();
     for expected in [
@@ -168,11 +168,25 @@ async fn pinned_proxier_fails_every_spreading_scenario(proxier: &'static str) {
         inner: proxier,
         mutate: pin_one_backend,
     };
+    // The runs at once, as `kpct run -j` makes them: one after the other, this test was the
+    // longest of the emulated VM's.
+    let jobs: Vec<kpct::parallel::Job> = scenarios
+        .iter()
+        .map(|scenario| kpct::parallel::Job {
+            scenario,
+            proxier: &pinned,
+        })
+        .collect();
+    let finished = kpct::parallel::run_jobs(
+        &jobs,
+        kpct::parallel::default_workers(),
+        probe_timeout(),
+        &mut |_| kpct::parallel::After::Continue,
+    )
+    .expect("the runs");
     let mut passed = Vec::new();
-    for s in &scenarios {
-        let run = kpct::run::run_scenario(s, &pinned, probe_timeout())
-            .await
-            .unwrap_or_else(|e| panic!("{}: {e:#}", s.name));
+    for (s, done) in scenarios.iter().zip(finished) {
+        let run = done.outcome.unwrap_or_else(|e| panic!("{}: {e:#}", s.name));
         if !run.violations.iter().any(|v| {
             v.contains("never reached")
                 || v.contains("expected the sequence")
@@ -190,21 +204,21 @@ async fn pinned_proxier_fails_every_spreading_scenario(proxier: &'static str) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_proxier_pinning_one_backend_fails_every_spreading_scenario_in_iptables_mode() {
-    pinned_proxier_fails_every_spreading_scenario("kube-proxy-iptables").await;
+#[test]
+fn a_proxier_pinning_one_backend_fails_every_spreading_scenario_in_iptables_mode() {
+    pinned_proxier_fails_every_spreading_scenario("kube-proxy-iptables");
 }
 
 /// Also a `numgen` map missing every endpoint but one.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_proxier_pinning_one_backend_fails_every_spreading_scenario_in_nftables_mode() {
-    pinned_proxier_fails_every_spreading_scenario("kube-proxy-nftables").await;
+#[test]
+fn a_proxier_pinning_one_backend_fails_every_spreading_scenario_in_nftables_mode() {
+    pinned_proxier_fails_every_spreading_scenario("kube-proxy-nftables");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn needs_ipvs_a_proxier_pinning_one_backend_fails_every_spreading_scenario() {
+#[test]
+fn needs_ipvs_a_proxier_pinning_one_backend_fails_every_spreading_scenario() {
     require_ipvs();
-    pinned_proxier_fails_every_spreading_scenario("kube-proxy-ipvs").await;
+    pinned_proxier_fails_every_spreading_scenario("kube-proxy-ipvs");
 }
 
 /// Programs like the built-in `inner` but as if the scenario had not set one option: a proxier

@@ -368,6 +368,7 @@ pub fn install_signal_cleanup() {
         let _ = ctrlc::set_handler(|| {
             // Proxier processes first: they may hold a namespace open and could create more.
             crate::process_groups::kill_all();
+            crate::scratch::remove_live();
             let (_held_until_exit, removed) = close_registry();
             eprintln!("{}", interrupted_message(removed));
             std::process::exit(130);
@@ -406,7 +407,7 @@ pub fn leftovers(include_live: bool) -> Result<Vec<String>> {
 /// [`crate::topology::naming::owner_prefix`]) still runs: that pid exists *and* started at that
 /// time, so a later process that reuses the pid is not taken for the owner. A name of an older
 /// kpct without the start time falls back to the pid alone.
-fn owner_is_alive(pid_start: &str) -> bool {
+pub(crate) fn owner_is_alive(pid_start: &str) -> bool {
     use crate::topology::naming::process_start;
     let (pid, start) = match pid_start.split_once('_') {
         Some((pid, start)) => (pid, start.parse::<u64>().ok()),

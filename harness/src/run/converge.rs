@@ -54,7 +54,7 @@ pub(super) async fn convergence_check(
         // A flushed chain may wait for one sync; still there at the next check, it is stale.
         let flushed = crate::convergence::flushed_chains(&state);
         let waited = flushed_before.insert(spec.name.clone(), flushed.clone());
-        let mut allowed = crate::convergence::draining_lines(&ipvs_table(node)?);
+        let mut allowed = crate::draining::draining_lines(&ipvs_table(node)?);
         allowed.extend(
             flushed
                 .into_iter()

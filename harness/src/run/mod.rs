@@ -2,11 +2,13 @@
 //! and produce the observation document plus the list of violated expectations.
 //!
 //! The stages, each in its own file: [`stage`] (namespaces built, nodes programmed, a step
-//! applied), [`probes`] (a group of probes fired and judged), [`converge`] (a re-synced node
-//! against a fresh one); [`document`] is what a run observes.
+//! applied), [`drain`] (real servers that ended connections hold waited out after a step),
+//! [`probes`] (a group of probes fired and judged), [`converge`] (a re-synced node against a
+//! fresh one); [`document`] is what a run observes.
 
 mod converge;
 mod document;
+mod drain;
 mod probes;
 mod stage;
 
@@ -15,7 +17,7 @@ pub use document::{
     behaviour_differences, behaviour_lines, node_addresses, ScenarioObservation, StepObservation,
 };
 pub use probes::shots_to_reach_all;
-pub use stage::{stage, stage_with_prefix, Advanced, Staged};
+pub use stage::{ipvs_table, stage, stage_with_prefix, Advanced, Staged};
 
 use crate::evidence::ProbeEvidence;
 use crate::flows::KeptFlows;

@@ -138,15 +138,36 @@ impl Staged<'_> {
             &name,
             step.restart_proxier,
         )?;
-        let nodes = resync_nodes(
-            &self.topo,
-            &state.scenario,
-            &cluster,
-            &name,
-            previous,
-            self.programmer.as_mut(),
-        )?;
+        let mut nodes = Vec::new();
+        for node in self.topo.nodes() {
+            nodes.push(resync_node(
+                node,
+                &state.scenario,
+                &cluster,
+                &name,
+                previous,
+                self.programmer.as_mut(),
+                Sync::Step,
+            )?);
+        }
         let sync = synced.elapsed();
+        for k in super::drain::wait_out_ended_connections(&self.topo).await? {
+            nodes[k] = resync_node(
+                &self.topo.nodes()[k],
+                &state.scenario,
+                &cluster,
+                &name,
+                Some(&cluster),
+                self.programmer.as_mut(),
+                Sync::Drained,
+            )
+            .with_context(|| {
+                format!(
+                    "node {} once the ended connections holding its real servers expired",
+                    self.topo.nodes()[k].name
+                )
+            })?;
+        }
         self.cluster = cluster;
         Ok(Advanced { state, nodes, sync })
     }
@@ -174,7 +195,7 @@ fn existing_chains(
 }
 
 /// The IPVS table of `node` with connection counts; empty when the kernel has no IPVS.
-pub(super) fn ipvs_table(node: &NodeNs) -> Result<Vec<ipvs_genl::TableEntry>> {
+pub fn ipvs_table(node: &NodeNs) -> Result<Vec<ipvs_genl::TableEntry>> {
     match ipvs_genl::IpvsHandle::in_netns(node.netns.path()) {
         Ok(mut handle) => handle
             .table()
@@ -184,43 +205,53 @@ pub(super) fn ipvs_table(node: &NodeNs) -> Result<Vec<ipvs_genl::TableEntry>> {
     }
 }
 
-/// Every node re-synced by `programmer` to `cluster`, knowing `previous` (`None`: restarted).
-fn resync_nodes(
-    topo: &Topology,
+/// Why a node is synced again.
+#[derive(Clone, Copy)]
+enum Sync {
+    /// A step changed the cluster ([`RunProgrammer::resync_node`]).
+    Step,
+    /// Ended connections that held real servers expired ([`RunProgrammer::drained`]).
+    Drained,
+}
+
+/// `node` re-synced by `programmer` to `cluster` for `sync`, knowing `previous` (`None`:
+/// restarted).
+fn resync_node(
+    node: &NodeNs,
     state: &Scenario,
     cluster: &ClusterState,
     step: &str,
     previous: Option<&ClusterState>,
     programmer: &mut dyn RunProgrammer,
-) -> Result<Vec<NodeSummary>> {
-    let mut out = Vec::new();
-    for node in topo.nodes() {
-        let ctx = scenario::node_context(state, &node.name)
-            .with_context(|| format!("node {} is not in the scenario", node.name))?;
-        // Only a cluster with a proxier of the family has its chains to read.
-        let has = |family| cluster.of(family).is_some();
-        let chains = if has(crate::scenario::IpFamily::Ipv4) {
-            existing_chains(node, crate::programming::tools::Xtables::Ip)?
-        } else {
-            Default::default()
-        };
-        let ip6_chains = if has(crate::scenario::IpFamily::Ipv6) {
-            existing_chains(node, crate::programming::tools::Xtables::Ip6)?
-        } else {
-            Default::default()
-        };
-        let ipvs = ipvs_table(node)?;
-        let nft = crate::programming::nft::read_tables(&node.netns)
-            .with_context(|| format!("reading the nftables tables of node {}", node.name))?;
-        let resync = Resync {
-            step,
-            previous,
-            existing_chains: &chains,
-            existing_ip6_chains: &ip6_chains,
-            nft: &nft,
-            ipvs: &ipvs,
-        };
-        out.push(programmer.resync_node(&resync, cluster, &ctx, node)?);
+    sync: Sync,
+) -> Result<NodeSummary> {
+    let ctx = scenario::node_context(state, &node.name)
+        .with_context(|| format!("node {} is not in the scenario", node.name))?;
+    // Only a cluster with a proxier of the family has its chains to read.
+    let has = |family| cluster.of(family).is_some();
+    let chains = if has(crate::scenario::IpFamily::Ipv4) {
+        existing_chains(node, crate::programming::tools::Xtables::Ip)?
+    } else {
+        Default::default()
+    };
+    let ip6_chains = if has(crate::scenario::IpFamily::Ipv6) {
+        existing_chains(node, crate::programming::tools::Xtables::Ip6)?
+    } else {
+        Default::default()
+    };
+    let ipvs = ipvs_table(node)?;
+    let nft = crate::programming::nft::read_tables(&node.netns)
+        .with_context(|| format!("reading the nftables tables of node {}", node.name))?;
+    let resync = Resync {
+        step,
+        previous,
+        existing_chains: &chains,
+        existing_ip6_chains: &ip6_chains,
+        nft: &nft,
+        ipvs: &ipvs,
+    };
+    match sync {
+        Sync::Step => programmer.resync_node(&resync, cluster, &ctx, node),
+        Sync::Drained => programmer.drained(&resync, cluster, &ctx, node),
     }
-    Ok(out)
 }

@@ -7,20 +7,9 @@
 //! Deviation: kube-proxy checks its termination list every `rsCheckDeleteInterval` (1 min) in a
 //! goroutine; the model checks at each sync, the only moments a scenario observes.
 
+use crate::draining::graceful_termination_needed;
 use crate::programming::VirtualServer;
-use ipvs_genl::{ServiceKey, TableEntry};
-
-/// `IsRsGracefulTerminationNeeded` (pkg/util/ipvs): everything but UDP and SCTP.
-fn graceful_termination_needed(key: &ServiceKey) -> bool {
-    match key {
-        ServiceKey::Addr { protocol, .. } => !matches!(
-            protocol,
-            ipvs_genl::Protocol::Udp | ipvs_genl::Protocol::Sctp
-        ),
-        // fwmark services carry no protocol; kube-proxy makes none.
-        ServiceKey::FwMark { .. } => true,
-    }
-}
+use ipvs_genl::TableEntry;
 
 /// Keeps, at weight 0, every real server of `kernel` that `servers` no longer lists but that
 /// still holds connections (`ActiveConn + InactiveConn != 0`, `deleteRsFunc`). A listed real

@@ -114,6 +114,21 @@ pub trait RunProgrammer {
         self.program_node(cluster, ctx, node)
     }
 
+    /// The connections that held some of `node`'s real servers at weight 0 after a re-sync
+    /// (graceful termination) have ended and expired: what the node holds once the proxier has
+    /// seen it. By default one more sync of the same state, which is what kube-proxy's
+    /// graceful-termination loop does for such real servers (`tryDeleteRs`,
+    /// pkg/proxy/ipvs/graceful_termination.go).
+    fn drained(
+        &mut self,
+        resync: &Resync<'_>,
+        cluster: &ClusterState,
+        ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
+        self.resync_node(resync, cluster, ctx, node)
+    }
+
     /// What this proxier programs into a fresh node for the state after step `step`: the
     /// convergence check's reference. By default its first sync of that state.
     fn program_fresh(

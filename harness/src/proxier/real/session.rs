@@ -14,11 +14,12 @@ use crate::cluster::{ClusterState, NodeContext};
 use crate::proxier::programmer::{summarize_effective, NodeSummary, RunProgrammer};
 use crate::proxier::Resync;
 use crate::scenario::{IpCidr, IpFamily, Scenario};
+use crate::scratch::ScratchDir;
 use crate::topology::NodeNs;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -154,7 +155,7 @@ impl<'a> RealRun<'a> {
                 kicks: Default::default(),
                 publishing: Default::default(),
             },
-            dir: ScratchDir::new()?,
+            dir: ScratchDir::new("real")?,
             state: scenario.clone(),
             families,
             nodes: BTreeMap::new(),
@@ -397,6 +398,30 @@ impl RunProgrammer for RealRun<'_> {
         node: &NodeNs,
     ) -> Result<NodeSummary> {
         self.process_of(&node.name)?;
+        read_back(node)
+    }
+
+    /// kube-proxy deletes drained real servers in its own loop, once a minute
+    /// (`rsCheckDeleteInterval`, pkg/proxy/ipvs/graceful_termination.go), not at a sync: wait
+    /// for that, then read the node back. A proxier that keeps them longer keeps them: what it
+    /// holds then is what the step shows.
+    fn drained(
+        &mut self,
+        _resync: &Resync<'_>,
+        _cluster: &ClusterState,
+        _ctx: &NodeContext,
+        node: &NodeNs,
+    ) -> Result<NodeSummary> {
+        self.process_of(&node.name)?;
+        let deadline = std::time::Instant::now() + DRAINED_DELETION;
+        while std::time::Instant::now() < deadline {
+            let table = crate::run::ipvs_table(node)?;
+            if crate::draining::drained_lines(&table).is_empty() {
+                break;
+            }
+            // IPVS tells no one when a real server goes: read its table again shortly.
+            std::thread::sleep(Duration::from_millis(250));
+        }
         read_back(node)
     }
 
@@ -716,6 +741,9 @@ fn read_back(node: &NodeNs) -> Result<NodeSummary> {
     Ok(summarize_effective(node, &state))
 }
 
+/// kube-proxy's `rsCheckDeleteInterval` and a margin for the emulated VM.
+const DRAINED_DELETION: Duration = Duration::from_secs(75);
+
 fn metrics_address() -> SocketAddr {
     super::config::METRICS_ADDRESS
         .parse()
@@ -841,29 +869,3 @@ const MARKER: &str = "kpct-sync-marker";
 const KICK: &str = "kpct-sync-kick";
 const MARKER_NAMESPACE: &str = "kube-system";
 const MARKER_ANNOTATION: &str = "kpct.dev/publication";
-
-/// A directory of this run's files, removed when the run ends.
-struct ScratchDir(PathBuf);
-
-impl ScratchDir {
-    fn new() -> Result<ScratchDir> {
-        let base = std::env::temp_dir().join(format!(
-            "kpct-real-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
-        Ok(ScratchDir(base))
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}

@@ -1,6 +1,7 @@
-//! `kpct cleanup`: namespaces left behind by crashed runs, and any process still in one.
+//! `kpct cleanup`: namespaces left behind by crashed runs, any process still in one, and their
+//! scratch directories.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use kpct::netns;
 
 #[derive(clap::Args)]
@@ -21,6 +22,10 @@ pub fn run(Args { all }: Args) -> Result<()> {
     netns::remove_leftovers(&names);
     for name in &names {
         println!("removed {name}");
+    }
+    for dir in kpct::scratch::leftovers()? {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        println!("removed {}", dir.display());
     }
     println!(
         "{} namespace(s) removed, {} process(es) killed",
