@@ -971,3 +971,57 @@ fn the_failures_under_the_table_are_grouped_and_capped() {
     );
     assert_eq!(below.len(), 5 + 19 * 2 + 1, "{table}");
 }
+
+/// Two proxiers over one scenario: the report tabulates the probes whose outcome differs, one
+/// column per proxier, and nothing where they agree; one proxier alone gets no such table.
+#[test]
+fn a_report_of_two_proxiers_tabulates_where_they_differ() {
+    let r = real();
+    let runs = [r.intact.clone(), r.broken.clone()];
+    let md = document::render(Format::Markdown, &results(&runs, &[]));
+    let section = md
+        .split("## Differences between proxiers")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no difference table: {md}"));
+    let section = section.split("\n## ").next().unwrap();
+    assert!(
+        section.contains(&format!(
+            "| scenario | check | kube-proxy-iptables | {BROKEN} |"
+        )),
+        "{section}"
+    );
+    let rows: Vec<&str> = section.lines().filter(|l| l.starts_with("| `")).collect();
+    // Each probe the mutation failed is a row, FAIL only in the broken proxier's column; the
+    // probes it did not touch are no rows.
+    let failed: Vec<&str> = r
+        .broken
+        .observation
+        .all_probes()
+        .map(|p| p.probe.as_str())
+        .filter(|p| {
+            r.broken
+                .violations
+                .iter()
+                .any(|v| v.contains(&format!("`{p}`")))
+        })
+        .collect();
+    assert!(!failed.is_empty());
+    assert_eq!(rows.len(), failed.len(), "{section}");
+    for (row, probe) in rows.iter().zip(&failed) {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        assert!(cells[1].contains(probe), "{row}");
+        assert!(!cells[2].contains("FAIL"), "{row}");
+        assert!(cells[3].starts_with("FAIL: delivered"), "{row}");
+        assert!(cells[2].contains("source masqueraded"), "{row}");
+        assert!(cells[3].contains("source preserved"), "{row}");
+    }
+    let html = document::render(Format::Html, &results(&runs, &[]));
+    assert!(html.contains("Differences between proxiers"), "{html}");
+    xmllint(&["--noout"], &html, "two-proxiers.html").unwrap();
+
+    let alone = document::render(
+        Format::Markdown,
+        &results(std::slice::from_ref(&r.intact), &[]),
+    );
+    assert!(!alone.contains("Differences between proxiers"), "{alone}");
+}

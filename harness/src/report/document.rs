@@ -1,4 +1,5 @@
-//! The report `kpct run --report FILE.md|FILE.html` writes: a summary, every failing probe with
+//! The report `kpct run --report FILE.md|FILE.html` writes: a summary, what differs between the
+//! proxiers when there are several ([`super::differences`]), every failing probe with
 //! its spec, the violated expectations, what was observed and the relevant kernel state of the
 //! nodes involved (captured before teardown, see [`crate::evidence`]), every run that could not
 //! complete, one line per passing probe, and the environment it ran on. No timings: the same
@@ -222,6 +223,7 @@ pub fn blocks(results: &Results) -> Vec<Block> {
             .collect(),
     });
 
+    out.extend(super::differences::section(results));
     if !failing.is_empty() {
         out.push(Block::Heading(2, vec![text("Failures")]));
         out.push(Block::Para(selection_rule()));
