@@ -263,6 +263,21 @@ fn normalize_table(table: Table, t: TableRules) -> TableRules {
     TableRules { chains, rules }
 }
 
+/// `ipset create` options as `ipset save` prints them, without what the kernel chose: a random
+/// `initval` per set and a `bucketsize` that depends on the kernel version.
+pub fn without_kernel_chosen_options(options: &str) -> String {
+    let mut kept = Vec::new();
+    let mut it = options.split_whitespace();
+    while let Some(opt) = it.next() {
+        if matches!(opt, "initval" | "bucketsize") {
+            it.next();
+        } else {
+            kept.push(opt);
+        }
+    }
+    kept.join(" ")
+}
+
 /// Normalises `ipset save` output (see the module documentation).
 pub fn normalize_ipset_save(save: &str) -> Vec<IpSetState> {
     let mut sets: BTreeMap<String, IpSetState> = BTreeMap::new();
@@ -270,22 +285,12 @@ pub fn normalize_ipset_save(save: &str) -> Vec<IpSetState> {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             ["create", name, type_name, options @ ..] => {
-                let mut kept = Vec::new();
-                let mut it = options.iter();
-                while let Some(opt) = it.next() {
-                    // Random per set (initval) or chosen by the kernel version (bucketsize).
-                    if matches!(*opt, "initval" | "bucketsize") {
-                        it.next();
-                    } else {
-                        kept.push(*opt);
-                    }
-                }
                 sets.insert(
                     name.to_string(),
                     IpSetState {
                         name: name.to_string(),
                         type_name: type_name.to_string(),
-                        create_options: kept.join(" "),
+                        create_options: without_kernel_chosen_options(&options.join(" ")),
                         entries: Vec::new(),
                     },
                 );

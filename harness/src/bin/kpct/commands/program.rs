@@ -1,4 +1,6 @@
-//! `kpct program`: the programming a proxier makes for a scenario, without a kernel.
+//! `kpct program`: the programming a proxier makes for a scenario: computed without a kernel
+//! for a built-in, read from its capture for a replay, and for an `exec:` proxier read back from
+//! the nodes of a scenario built for it, after its first sync.
 
 use crate::stdout::emit;
 use anyhow::Result;
@@ -8,7 +10,8 @@ use kpct::programming::view::View;
 pub struct Args {
     /// The scenario file.
     scenario: std::path::PathBuf,
-    /// A built-in proxier or `replay:DIR`.
+    /// A built-in proxier, `replay:DIR` or `exec:PROGRAM` (run on the scenario's nodes, built in
+    /// namespaces for it; what it leaves there is read back).
     #[arg(long, default_value = "kube-proxy-iptables")]
     proxier: String,
     /// Only this node (default: every node of the scenario).
@@ -16,7 +19,7 @@ pub struct Args {
     node: Option<String>,
     #[arg(long, value_enum, default_value_t = View::Text)]
     view: View,
-    /// Compare with this proxier (a built-in or `replay:DIR`), rule by rule.
+    /// Compare with this proxier (a built-in, `replay:DIR` or `exec:PROGRAM`), rule by rule.
     #[arg(long)]
     diff: Option<String>,
 }
@@ -38,11 +41,22 @@ pub fn run(args: Args) -> Result<()> {
         None => s.topology.nodes.iter().map(|x| x.name.clone()).collect(),
     };
     let cluster = kpct::scenario::cluster_state(&s);
+    // An exec: proxier's nodes are read back once, for every node asked.
+    let mut read_back = std::collections::BTreeMap::new();
+    for spec in std::iter::once(&args.proxier).chain(&args.diff) {
+        if spec.starts_with("exec:") && !read_back.contains_key(spec) {
+            read_back.insert(spec.clone(), exec_programming(spec, &s, &nodes)?);
+        }
+    }
     let render = |spec: &str, node: &str| -> Result<String> {
-        Ok(kpct::programming::view::render(
-            &programming_of(spec, &s, &cluster, node)?,
-            args.view,
-        ))
+        let programming = match read_back.get(spec) {
+            Some(by_node) => by_node
+                .get(node)
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("node {node} was not read back"))?,
+            None => programming_of(spec, &s, &cluster, node)?,
+        };
+        Ok(kpct::programming::view::render(&programming, args.view))
     };
     let mut differ = false;
     for node in &nodes {
@@ -84,12 +98,6 @@ fn programming_of(
         let replay = kpct::proxier::replay::Replay::from_spec(spec)?;
         return Ok(replay.load(node)?.programming);
     }
-    if spec.starts_with("exec:") {
-        anyhow::bail!(
-            "`{spec}`: `program` does not run exec proxiers, which program a node namespace; \
-             `kpct run --proxier {spec} --scenario … --report FILE` shows what one left on each node"
-        );
-    }
     let p = kpct::proxier::builtin(spec).ok_or_else(|| {
         anyhow::anyhow!(
             "unknown proxier `{spec}` (program takes the built-ins: {}, or `replay:DIR`)",
@@ -99,4 +107,45 @@ fn programming_of(
     let ctx = kpct::scenario::node_context(s, node)
         .ok_or_else(|| anyhow::anyhow!("no node `{node}` in scenario {}", s.name))?;
     kpct::proxier::families::program_node(p.as_ref(), cluster, &ctx)
+}
+
+/// What the `exec:` proxier `spec` leaves on each of `nodes` after its first sync of `s`: the
+/// scenario built in namespaces, every node programmed by the proxier, each asked node captured
+/// with the real tools (as `replay:` captures are) and parsed back; the namespaces are then
+/// removed.
+fn exec_programming(
+    spec: &str,
+    s: &kpct::scenario::Scenario,
+    nodes: &[String],
+) -> Result<std::collections::BTreeMap<String, kpct::programming::Programming>> {
+    use anyhow::Context;
+    let proxier = crate::proxiers::from_spec(spec)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let staged = runtime
+        .block_on(kpct::run::stage(s, proxier.as_ref()))
+        .with_context(|| format!("programming the nodes of {} with {spec}", s.name))?;
+    let dir = kpct::scratch::ScratchDir::new("program")?;
+    let replay = kpct::proxier::replay::Replay::new(dir.path());
+    let mut out = std::collections::BTreeMap::new();
+    for name in nodes {
+        let node = staged.topo.node(name)?;
+        kpct::proxier::replay::capture(&node.netns, name, dir.path(), Default::default())
+            .with_context(|| format!("reading back node {name}"))?;
+        let mut programming = replay
+            .load(name)
+            .with_context(|| format!("reading back node {name}"))?
+            .programming;
+        // The same sets, whatever the kernel drew for them: its random initval also orders a
+        // hash set's entries.
+        for set in &mut programming.ipsets {
+            set.create_options =
+                kpct::programming::effective::without_kernel_chosen_options(&set.create_options);
+            if set.set_type.name().starts_with("hash:") {
+                set.entries.sort();
+            }
+        }
+        out.insert(name.clone(), programming);
+    }
+    drop(staged);
+    Ok(out)
 }
