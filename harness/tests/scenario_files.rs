@@ -656,3 +656,66 @@ fn readme_explains_every_scenario_field() {
         "the README does not explain: {missing:#?}"
     );
 }
+
+/// From any directory, the library is the one of the checkout kpct was built from (a proxier's
+/// repository runs kpct from its own root); `KPCT_SCENARIOS` names another.
+#[test]
+fn the_library_is_found_from_any_directory() {
+    let elsewhere = std::env::temp_dir().join(format!("kpct-elsewhere-{}", std::process::id()));
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let library = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "yaml"))
+        .count();
+    let validate = common::kpct_command(&["validate"])
+        .current_dir(&elsewhere)
+        .env_remove("KPCT_SCENARIOS")
+        .output()
+        .unwrap();
+    assert!(validate.status.success(), "{validate:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&validate.stdout),
+        format!("{library} scenario file(s), no problems\n")
+    );
+    let list = common::kpct_command(&["run", "--list", "--proxier", "kube-proxy-iptables"])
+        .current_dir(&elsewhere)
+        .env_remove("KPCT_SCENARIOS")
+        .output()
+        .unwrap();
+    assert!(list.status.success(), "{list:?}");
+    assert!(
+        String::from_utf8_lossy(&list.stdout)
+            .starts_with("clusterip-cross-node\tpod-a-to-clusterip\tkube-proxy-iptables\n"),
+        "{list:?}"
+    );
+    // A library of one's own, and a wrong one named as such.
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scenarios/clusterip-udp.yaml"
+        ),
+        elsewhere.join("clusterip-udp.yaml"),
+    )
+    .unwrap();
+    let own = common::kpct_command(&["validate"])
+        .current_dir("/")
+        .env("KPCT_SCENARIOS", &elsewhere)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&own.stdout),
+        "1 scenario file(s), no problems\n",
+        "{own:?}"
+    );
+    let wrong = common::kpct_command(&["validate"])
+        .env("KPCT_SCENARIOS", elsewhere.join("nothing"))
+        .output()
+        .unwrap();
+    assert!(!wrong.status.success());
+    assert!(
+        String::from_utf8_lossy(&wrong.stderr).contains("KPCT_SCENARIOS="),
+        "{wrong:?}"
+    );
+    std::fs::remove_dir_all(&elsewhere).unwrap();
+}

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 /// What `kpct bench suite` runs.
 #[derive(Debug, Clone)]
 pub struct SuiteOptions {
-    /// Scenario files or globs (default `scenarios/*.yaml`).
+    /// Scenario files or globs (none: the library, [`crate::scenario::library`]).
     pub patterns: Vec<String>,
     /// Rounds of each pass; a scenario's time is the median of its serial runs.
     pub rounds: usize,
@@ -32,7 +32,7 @@ pub struct SuiteOptions {
 impl Default for SuiteOptions {
     fn default() -> Self {
         SuiteOptions {
-            patterns: vec![crate::scenario::BUNDLED.into()],
+            patterns: Vec::new(),
             rounds: 1,
             probe_timeout: Duration::from_secs(2),
             workers: parallel::default_workers(),

@@ -16,7 +16,7 @@ mod validate;
 
 pub use conventions::conventions;
 pub use family::{of_family, IpCidr, IpFamily, IpFamilyPolicy};
-pub use files::{files, BUNDLED};
+pub use files::{files, library, BUNDLED};
 pub use load::{load, load_for, parse, parse_for, validate, Problem, ScenarioError};
 pub use model::*;
 pub(crate) use resolve::{affinity_timeout, externally_accessible, node_of_pod_ip, target_port};

@@ -125,7 +125,7 @@ pub fn run(Args { what }: Args) -> Result<()> {
     };
     let suite_options = |patterns: &[String], rounds: usize, jobs: Option<usize>| -> Result<_> {
         Ok(kpct::bench::SuiteOptions {
-            patterns: super::or_library(patterns),
+            patterns: patterns.to_vec(),
             rounds,
             probe_timeout: kpct::probe::probe_timeout(),
             workers: super::jobs(jobs)?,

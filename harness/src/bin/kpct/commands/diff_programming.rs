@@ -50,7 +50,7 @@ pub fn run(args: Args) -> Result<()> {
         _ => (first, second, None),
     };
     let (a, b) = (proxiers::from_spec(first)?, proxiers::from_spec(second)?);
-    let files = kpct::scenario::files(&super::or_library(&args.scenarios))?;
+    let files = kpct::scenario::files(&args.scenarios)?;
     let rt = tokio::runtime::Runtime::new()?;
     let (mut undeclared, mut declared, mut failed, mut seen) = (0, 0, 0, Vec::new());
     for file in files {

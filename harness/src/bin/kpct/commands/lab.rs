@@ -85,7 +85,7 @@ pub fn run(Args { action }: Args) -> Result<()> {
                 println!("no labs are up");
             }
             for lab in labs {
-                println!("{lab}");
+                crate::stdout::emit(&format!("{lab}\n"))?;
             }
             Ok(())
         }

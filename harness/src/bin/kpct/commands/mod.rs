@@ -20,15 +20,6 @@ pub fn load(path: &std::path::Path) -> anyhow::Result<kpct::scenario::Scenario> 
     kpct::scenario::load(path).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// The given patterns, or the library when there are none.
-pub fn or_library(patterns: &[String]) -> Vec<String> {
-    if patterns.is_empty() {
-        vec!["scenarios/*.yaml".to_string()]
-    } else {
-        patterns.to_vec()
-    }
-}
-
 /// `-j N` as given (at least 1), or the default for this machine.
 pub fn jobs(asked: Option<usize>) -> anyhow::Result<usize> {
     match asked {

@@ -111,7 +111,7 @@ pub fn run(args: Args) -> Result<()> {
     known.extend(proxiers.iter().map(|p| p.expectations_of()));
     known.dedup();
     let chosen = selected(
-        &kpct::scenario::files(&super::or_library(&args.scenarios))?,
+        &kpct::scenario::files(&args.scenarios)?,
         &known,
         &args.probes,
     )?;
@@ -158,7 +158,7 @@ pub fn run(args: Args) -> Result<()> {
                 continue;
             }
             for p in &s.probes {
-                println!("{}\t{}\t{}", s.name, p.name, with.join(","));
+                crate::stdout::emit(&format!("{}\t{}\t{}\n", s.name, p.name, with.join(",")))?;
             }
         }
         return Ok(());

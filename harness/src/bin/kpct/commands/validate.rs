@@ -9,10 +9,10 @@ pub struct Args {
 }
 
 pub fn run(Args { files }: Args) -> Result<()> {
-    let files = kpct::scenario::files(&super::or_library(&files))?;
+    let files = kpct::scenario::files(&files)?;
     let problems = checked(&files)?.problems;
     for p in &problems {
-        println!("{p}");
+        crate::stdout::emit(&format!("{p}\n"))?;
     }
     if problems.is_empty() {
         println!("{} scenario file(s), no problems", files.len());
