@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Runs the kpct CLI where the kernel can run it: natively when this kernel has IP_VS and dummy,
-# otherwise inside a VM (ci/vm.sh). The VM sees this machine's files read-only except the
-# repository and the directories of the outputs asked for (--junit, --report, --observations,
-# --write), which are made writable in it, so every output comes back.
+# Runs the kpct CLI where the kernel can run it: natively when this kernel has what the command
+# needs (for `run`, what its selected scenarios and proxiers need: `kpct run --kernel-needs`;
+# otherwise IP_VS, dummy and SCTP), otherwise inside a VM (ci/vm.sh). The VM sees this
+# machine's files read-only except the repository and the directories of the outputs asked for
+# (--junit, --report, --observations, --write), which are made writable in it, so every output
+# comes back.
 # Usage: ci/kpct.sh COMMAND [ARGS...]   (as root; `sudo ci/kpct.sh …` if you are not)
 # Environment: KPCT_VM=1 always uses the VM; KPCT_BIN runs that kpct binary instead of building
 # the release one; KPCT_VM_DRY_RUN=1 prints the VM command instead of running it (tests).
@@ -13,8 +15,16 @@ if [ -z "$bin" ]; then
   cargo build --release -p kpct --quiet --manifest-path "$repo/Cargo.toml"
   bin="${CARGO_TARGET_DIR:-$repo/target}/release/kpct"
 fi
-if [ "${KPCT_VM:-0}" != 1 ] && "$bin" caps --quiet --require ip_vs,dummy,br_netfilter,sctp; then
-  exec "$bin" "$@"
+if [ "${KPCT_VM:-0}" != 1 ]; then
+  # A run goes to the VM only if this kernel lacks what its selection needs (an IPv4 `exec:`
+  # proxier over the iptables scenarios needs no IP_VS); bad arguments are told natively.
+  needs=ip_vs,dummy,sctp
+  if [ "${1:-}" = run ]; then
+    needs="$("$bin" "$@" --kernel-needs 2>/dev/null)" || exec "$bin" "$@"
+  fi
+  if "$bin" caps --quiet --require "br_netfilter${needs:+,$needs}"; then
+    exec "$bin" "$@"
+  fi
 fi
 
 # The directory each output lands in, made writable in the VM (created first, so it can be).

@@ -86,3 +86,50 @@ fn an_output_the_vm_cannot_give_back_is_refused_before_booting() {
         "{stderr}"
     );
 }
+
+/// A run boots the VM only when this kernel lacks what its selection needs: the iptables
+/// built-in over an iptables scenario runs here, the IPVS built-in goes to the VM (when this
+/// kernel has no IP_VS), and so does an SCTP scenario whatever the proxier.
+#[test]
+fn a_run_goes_to_the_vm_only_when_this_kernel_lacks_what_it_needs() {
+    let caps = kpct::caps::detect().unwrap();
+    let lacks = |f| !caps.missing(&[f]).is_empty();
+    let dry = |args: &[&str]| {
+        let out = Command::new("bash")
+            .arg(repo().join("ci/kpct.sh"))
+            .args(args)
+            .env_remove("KPCT_VM")
+            .env("KPCT_VM_DRY_RUN", "1")
+            .env("KPCT_BIN", env!("CARGO_BIN_EXE_kpct"))
+            .current_dir(repo())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let booted = |out: &str| out.contains("ci/vm.sh");
+    let iptables = dry(&[
+        "run",
+        "--proxier",
+        "kube-proxy-iptables",
+        "--scenario",
+        "scenarios/clusterip-udp.yaml",
+    ]);
+    assert!(!booted(&iptables), "{iptables}");
+    assert!(iptables.contains("2 probe(s), 2 passed"), "{iptables}");
+    let ipvs = dry(&[
+        "run",
+        "--proxier",
+        "kube-proxy-ipvs",
+        "--scenario",
+        "scenarios/clusterip-udp.yaml",
+    ]);
+    assert_eq!(booted(&ipvs), lacks(kpct::caps::Feature::IpVs), "{ipvs}");
+    let sctp = dry(&[
+        "run",
+        "--proxier",
+        "kube-proxy-iptables",
+        "--scenario",
+        "scenarios/sctp-*.yaml",
+    ]);
+    assert_eq!(booted(&sctp), lacks(kpct::caps::Feature::Sctp), "{sctp}");
+}

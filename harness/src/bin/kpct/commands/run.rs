@@ -48,6 +48,11 @@ pub struct Args {
     /// exit without running anything.
     #[arg(long)]
     list: bool,
+    /// Print the kernel features the selected runs need (`ip_vs,dummy,sctp`, as `kpct caps
+    /// --require` takes them; an empty line for none) and exit without running anything:
+    /// `ci/kpct.sh` boots a VM only when this kernel lacks one.
+    #[arg(long, conflicts_with = "list")]
+    kernel_needs: bool,
     /// Run only the probes of this name (repeatable); each keeps the source ports it has in
     /// the full scenario, so its shots are the same.
     #[arg(long = "probe")]
@@ -95,7 +100,7 @@ pub fn run(args: Args) -> Result<()> {
         .map(|n| proxiers::from_spec(n))
         .collect::<Result<Vec<_>>>()?;
     // Listing runs nothing, so it needs no IP_VS.
-    if names.iter().any(|n| kpct::proxier::needs_ipvs(n)) && !args.list {
+    if names.iter().any(|n| kpct::proxier::needs_ipvs(n)) && !args.list && !args.kernel_needs {
         proxiers::ensure_ipvs("run it through `sudo ci/kpct.sh run …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
     }
     let labels: Vec<String> = proxiers.iter().map(|p| p.label()).collect();
@@ -145,6 +150,18 @@ pub fn run(args: Args) -> Result<()> {
         .filter(|(position, _)| args.shard.is_none_or(|s| s.holds(*position)))
         .map(|(_, job)| job)
         .collect();
+    if args.kernel_needs {
+        let mut needs = std::collections::BTreeSet::new();
+        for job in &jobs {
+            needs.extend(job.scenario.kernel_needs());
+            if kpct::proxier::needs_ipvs(&job.proxier.spec()) {
+                needs.extend([kpct::caps::Feature::IpVs, kpct::caps::Feature::Dummy]);
+            }
+        }
+        let names: Vec<&str> = needs.iter().map(|f| f.name()).collect();
+        crate::stdout::emit(&format!("{}\n", names.join(",")))?;
+        return Ok(());
+    }
     if args.list {
         // What would run: this share's runs (`--shard`), each scenario's probes with the
         // proxiers that would run them.
