@@ -6,7 +6,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output};
 
 const SCENARIO: &str = "scenarios/clusterip-udp.yaml";
 const GOOD: &str = "gate=kube-proxy-iptables";
@@ -268,4 +268,109 @@ fn list_follows_the_shard() {
     assert!(!one.is_empty() && !two.is_empty());
     assert!(one.is_disjoint(&two));
     assert_eq!(&one | &two, all);
+}
+
+/// The workflow a proxier's repository copies (ci/examples/proxier-gate.yml) is well-formed and
+/// runs kpct's gate script; the script, run as the README says from a proxier repository
+/// outside kpct's, writes the first baseline, passes the same proxier against it and fails a
+/// broken build as a regression, with JUnit and the report written either way.
+#[test]
+fn the_example_workflow_gates_a_proxier_from_its_own_repository() {
+    let kpct_dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .unwrap();
+    let workflow: serde_yaml_ng::Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(kpct_dir.join("ci/examples/proxier-gate.yml")).unwrap(),
+    )
+    .expect("the workflow is YAML");
+    let steps = workflow["jobs"]["gate"]["steps"]
+        .as_sequence()
+        .expect("jobs.gate.steps");
+    let uses = |action: &str| {
+        steps
+            .iter()
+            .find(|s| s["uses"].as_str().is_some_and(|u| u.starts_with(action)))
+    };
+    let checkout_kpct = steps
+        .iter()
+        .find(|s| s["with"]["path"].as_str() == Some("kpct"))
+        .expect("a step checks kpct out into kpct/");
+    assert!(
+        checkout_kpct["with"]["ref"].as_str().is_some(),
+        "kpct at a tag"
+    );
+    let gate = steps
+        .iter()
+        .find(|s| {
+            s["run"]
+                .as_str()
+                .is_some_and(|r| r.contains("kpct/ci/examples/proxier-gate.sh"))
+        })
+        .expect("a step runs the gate script");
+    assert!(gate["env"]["PROXIER"].as_str().is_some(), "{gate:?}");
+    let upload = uses("actions/upload-artifact").expect("the results are uploaded");
+    assert_eq!(
+        upload["if"].as_str(),
+        Some("always()"),
+        "uploaded on failure too"
+    );
+    assert_eq!(
+        upload["with"]["path"].as_str(),
+        gate["env"]["OUT"]
+            .as_str()
+            .map(|o| format!("{o}/"))
+            .as_deref()
+    );
+
+    // A proxier repository of its own, outside kpct's.
+    let repo = dir("proxier-repo");
+    std::fs::create_dir_all(repo.join("bin")).unwrap();
+    std::fs::copy(
+        kpct_dir.join("harness/tests/fixtures/exec/minimal_proxier.py"),
+        repo.join("bin/my-proxier.py"),
+    )
+    .unwrap();
+    let gate_run = |proxier: &str| {
+        Command::new("bash")
+            .arg(kpct_dir.join("ci/examples/proxier-gate.sh"))
+            .current_dir(&repo)
+            .env("PROXIER", proxier)
+            .env("KPCT_BIN", env!("CARGO_BIN_EXE_kpct"))
+            .env(
+                "KPCT_ARGS",
+                format!(
+                    "--scenario {}",
+                    kpct_dir.join("scenarios/clusterip-udp.yaml").display()
+                ),
+            )
+            .env_remove("BASELINE")
+            .env_remove("OUT")
+            .output()
+            .unwrap()
+    };
+    let good = "mine=exec:python3 bin/my-proxier.py print";
+    let first = gate_run(good);
+    assert_eq!(first.status.code(), Some(0), "{first:?}");
+    assert!(
+        String::from_utf8_lossy(&first.stderr).contains("this run is now kpct-baseline.json"),
+        "{first:?}"
+    );
+    assert!(repo.join("kpct-baseline.json").is_file());
+    let again = gate_run(good);
+    assert_eq!(again.status.code(), Some(0), "{again:?}");
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("judged by kpct-baseline.json"),
+        "{again:?}"
+    );
+    for file in ["junit.xml", "report.html", "kpct.json"] {
+        std::fs::remove_file(repo.join("target/kpct").join(file)).unwrap();
+    }
+    let broken = gate_run("mine=exec:true");
+    assert_eq!(broken.status.code(), Some(1), "{broken:?}");
+    assert!(stdout(&broken).contains("regress"), "{broken:?}");
+    for file in ["junit.xml", "report.html", "kpct.json"] {
+        assert!(repo.join("target/kpct").join(file).is_file(), "{file}");
+    }
+    std::fs::remove_dir_all(&repo).unwrap();
 }
