@@ -10,6 +10,8 @@
 # the release one; KPCT_VM_DRY_RUN=1 prints the VM command instead of running it (tests).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# What kpct needs, installed if the self-check fails (once per change of ci/deps.tsv).
+bash "$repo/ci/ensure-deps.sh"
 bin="${KPCT_BIN:-}"
 if [ -z "$bin" ]; then
   cargo build --release -p kpct --quiet --manifest-path "$repo/Cargo.toml"

@@ -41,6 +41,9 @@ if [ "$(id -u)" != 0 ]; then
   exit 2
 fi
 
+# What the suite needs, installed if the self-check fails (once per change of ci/deps.tsv).
+bash "$repo/ci/ensure-deps.sh"
+
 # KPCT_TEST_OUT: where logs and results go (one per concurrent run in a checkout).
 out="${KPCT_TEST_OUT:-$repo/target/kpct-test}"
 case "$(realpath -m "$out")/" in

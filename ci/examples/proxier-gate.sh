@@ -18,9 +18,7 @@ out="${OUT:-target/kpct}"
 mkdir -p "$out"
 
 echo "==> 1/3 what kpct needs: its self-check, and the install only if that fails"
-if ! bash "$kpct_dir/ci/install-deps.sh" --check-only > "$out/deps.log" 2>&1; then
-  bash "$kpct_dir/ci/install-deps.sh"
-fi
+bash "$kpct_dir/ci/ensure-deps.sh"
 
 echo "==> 2/3 kpct ${KPCT_BIN:-built from $kpct_dir} (ci/kpct.sh builds it)"
 args=(--proxier "$PROXIER" --json "$out/kpct.json" --junit "$out/junit.xml"
