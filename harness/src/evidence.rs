@@ -37,7 +37,7 @@ pub struct ProbeEvidence {
     pub protocol: String,
     /// The declared expectation that applied, on one line.
     pub expected: String,
-    /// Each violated expectation (as `observe::check` words them, `probe `x` shot 2: …`).
+    /// Each violated expectation (as `expectation_check::check` words them, `probe `x` shot 2: …`).
     pub violations: Vec<String>,
     /// What the excerpts were selected for (`tcp 10.96.0.10:80`, `tcp *:30080`).
     pub targets: Vec<String>,

@@ -14,6 +14,7 @@ mod draining;
 pub mod drop_verdicts;
 pub mod environment;
 pub mod evidence;
+pub mod expectation_check;
 pub mod flows;
 #[doc(hidden)]
 pub mod fuzz_surfaces;

@@ -69,14 +69,7 @@ pub fn shots(p: &ProbeObservation) -> &[ShotObservation] {
     }
 }
 
-/// A value of the format (a verdict, an expected outcome or source) as scenario files and
-/// snapshots spell it: `delivered-no-reply`, `answeredByNode`, `masqueraded`.
-pub fn spelled<T: serde::Serialize + std::fmt::Debug>(v: T) -> String {
-    serde_json::to_value(&v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| format!("{v:?}"))
-}
+pub use crate::observe::spelled;
 
 /// `items` without repeats, in first-seen order.
 pub fn dedup(items: impl Iterator<Item = String>) -> Vec<String> {

@@ -150,7 +150,7 @@ impl ProbeGroup<'_> {
                     .map(|at| (obs.probe.clone(), at)),
             );
             if let Some(expect) = expectation {
-                let found = observe::check(expect, &obs, &addresses);
+                let found = crate::expectation_check::check(expect, &obs, &addresses);
                 if !found.is_empty() {
                     let mut evidence = collector.collect(scenario, spec, &plan, expect, &found);
                     evidence.probe = obs.probe.clone();
