@@ -38,11 +38,7 @@ pub struct CommandError {
 /// Where iproute2 keeps named namespaces.
 pub const NETNS_DIR: &str = "/run/netns";
 
-/// The prefix of every namespace name the suite creates.
-pub const SUITE_PREFIX: &str = "kpct-";
-
-/// After [`SUITE_PREFIX`]: namespaces of a lab (`kpct lab up`), kept until `kpct lab down`.
-pub const LAB_PREFIX: &str = "lab-";
+pub use crate::topology::naming::{LAB_PREFIX, SUITE_PREFIX};
 
 /// The namespaces this process owns, and whether it is shutting down. Creation holds the lock
 /// from before the name exists in /run/netns until the namespace is mounted there, and the

@@ -27,6 +27,8 @@ use super::model::pruned_by;
 use super::rollback::{self, Before};
 use super::rule_key::rule_key;
 use super::source::{Item, Origin, SourceMap};
+pub use super::step::Step;
+use super::step::{open_ipvs, StepError};
 use super::text::{
     render_conntrack_line, render_delete_others, render_destination_line, render_service_line,
     render_table, render_timeouts,
@@ -37,7 +39,7 @@ use crate::caps::{Capabilities, Feature};
 use crate::netns::Netns;
 use crate::scenario::IpFamily;
 use crate::topology::NodeNs;
-use ipvs_genl::{Destination, IpvsHandle, ServiceKey};
+use ipvs_genl::{Destination, ServiceKey};
 use std::collections::BTreeSet;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -66,34 +68,6 @@ impl ApplyOptions {
     /// [`ApplyOptions::from_caps`] for the kernel this process runs on.
     pub fn for_running_kernel() -> anyhow::Result<ApplyOptions> {
         Ok(ApplyOptions::from_caps(&crate::caps::detect()?))
-    }
-}
-
-/// The steps of an apply, in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Step {
-    Sysctls,
-    KubeIpvs0,
-    Ipsets,
-    Iptables,
-    Ip6tables,
-    Nft,
-    Ipvs,
-    Conntrack,
-}
-
-impl fmt::Display for Step {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Step::Sysctls => "sysctls",
-            Step::KubeIpvs0 => "kube-ipvs0",
-            Step::Ipsets => "ipset restore",
-            Step::Iptables => "iptables-restore",
-            Step::Ip6tables => "ip6tables-restore",
-            Step::Nft => "nft -f",
-            Step::Ipvs => "IPVS",
-            Step::Conntrack => "conntrack cleanup",
-        })
     }
 }
 
@@ -189,23 +163,6 @@ impl fmt::Display for ApplyError {
                 " [ROLLBACK INCOMPLETE: {}]",
                 self.rollback_problems.join("; ")
             )
-        }
-    }
-}
-
-/// A step's failure before the node name and rollback outcome are attached.
-pub(super) struct StepError {
-    pub(super) input: Option<String>,
-    pub(super) item: Option<Item>,
-    pub(super) message: String,
-}
-
-impl StepError {
-    pub(super) fn plain(message: impl Into<String>) -> StepError {
-        StepError {
-            input: None,
-            item: None,
-            message: message.into(),
         }
     }
 }
@@ -641,11 +598,6 @@ fn apply_conntrack(ns: &Netns, p: &Programming) -> Result<usize, StepError> {
         deleted += 1;
     }
     Ok(deleted)
-}
-
-pub(super) fn open_ipvs(ns: &Netns) -> Result<IpvsHandle, StepError> {
-    IpvsHandle::in_netns(ns.path())
-        .map_err(|e| StepError::plain(format!("opening IPVS in namespace {}: {e}", ns.name())))
 }
 
 fn apply_ipvs(ns: &Netns, p: &Programming) -> Result<(), StepError> {

@@ -7,6 +7,7 @@ pub mod nft;
 mod rollback;
 pub(crate) mod rule_key;
 pub mod source;
+mod step;
 pub mod text;
 pub mod tools;
 pub mod view;

@@ -1,8 +1,8 @@
 //! Recording what an apply is about to touch, and putting it back when a step fails.
 
-use super::apply::{open_ipvs, Step, StepError};
 use super::kube_ipvs0::{self, DeviceState};
 use super::nft::{self, NftTable};
+use super::step::{open_ipvs, Step, StepError};
 use super::tools::{self, IptablesBackend, Xtables};
 use super::{builtin_chains, Programming, Table};
 use crate::netns::Netns;

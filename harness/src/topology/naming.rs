@@ -5,8 +5,13 @@
 //! (`kpct-<pid>_<start>-<seq>-`) so parallel tests and concurrent runs never collide, and so
 //! `cleanup` can tell a crashed run's leftovers (that process is gone) from a live one's.
 
-use crate::netns::SUITE_PREFIX;
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The prefix of every name the suite gives a namespace (and a run's scratch directory).
+pub const SUITE_PREFIX: &str = "kpct-";
+
+/// After [`SUITE_PREFIX`]: namespaces of a lab (`kpct lab up`), kept until `kpct lab down`.
+pub const LAB_PREFIX: &str = "lab-";
 
 /// Interface names inside namespaces: fixed, like on a real flannel node.
 pub const UNDERLAY_IF: &str = "eth0";
@@ -59,7 +64,7 @@ impl RunPrefix {
     pub fn lab(scenario: &str) -> RunPrefix {
         RunPrefix(format!(
             "{SUITE_PREFIX}{}{scenario}{LAB_SEPARATOR}",
-            crate::netns::LAB_PREFIX
+            LAB_PREFIX
         ))
     }
 
