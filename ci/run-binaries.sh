@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test binary listed in OUT/tests.tsv, natively or inside the VM (the same script
 # either way), logging each to OUT/logs and appending one line per binary to OUT/summary.LABEL
-# (a file per label: the VM's half writes through its shared directory while the host's half
-# writes natively, at the same time).
+# (a file per label, which ci/summarize.sh adds up).
 #   run-binaries.sh OUT LABEL [--skip PATTERNS | --only PATTERNS] -- [TEST-ARGS...]
 # PATTERNS is a comma-separated list of test-name substrings (libtest ORs filters and skips).
 # LABEL tells the halves of a split run apart (e.g. host, vm).
