@@ -32,18 +32,18 @@ pub fn draining_lines(table: &[TableEntry]) -> Vec<String> {
 /// table); an established one is a flow a scenario keeps on purpose, and a real server it holds
 /// is not listed.
 pub fn awaiting_deletion(table: &[TableEntry], conns: &[Connection]) -> Vec<String> {
-    lines_where(table, |svc, d| {
-        graceful_termination_needed(&svc.service.key) && !held_by_established(svc, d, conns)
-    })
+    lines_where(table, |svc, d| awaits_deletion(svc, d, conns))
 }
 
 /// [`awaiting_deletion`]'s real servers to which IPVS still counts connections.
 pub fn held_by_ended_connections(table: &[TableEntry], conns: &[Connection]) -> Vec<String> {
     lines_where(table, |svc, d| {
-        graceful_termination_needed(&svc.service.key)
-            && !held_by_established(svc, d, conns)
-            && d.active_conns + d.inactive_conns > 0
+        awaits_deletion(svc, d, conns) && d.active_conns + d.inactive_conns > 0
     })
+}
+
+fn awaits_deletion(svc: &ServiceState, dest: &DestinationState, conns: &[Connection]) -> bool {
+    graceful_termination_needed(&svc.service.key) && !held_by_established(svc, dest, conns)
 }
 
 /// Whether an established connection of `conns` goes to `dest` through `svc`. (IPVS counts a
@@ -59,21 +59,13 @@ fn held_by_established(svc: &ServiceState, dest: &DestinationState, conns: &[Con
                     addr,
                     port,
                 } => {
-                    c.protocol.eq_ignore_ascii_case(protocol_name(*protocol))
+                    c.protocol.eq_ignore_ascii_case(protocol.name())
                         && c.virtual_addr == SocketAddr::new(*addr, *port)
                 }
                 // The table shows the address a marked packet went to, not the mark.
                 ServiceKey::FwMark { .. } => true,
             }
     })
-}
-
-fn protocol_name(protocol: Protocol) -> &'static str {
-    match protocol {
-        Protocol::Tcp => "TCP",
-        Protocol::Udp => "UDP",
-        Protocol::Sctp => "SCTP",
-    }
 }
 
 /// Real servers at weight 0 that hold no connection any more, where graceful termination
