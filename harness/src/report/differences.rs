@@ -8,7 +8,7 @@
 
 use super::markup::{code, text, Block, Line};
 use super::results::Results;
-use super::{converged_name, probe_violations, shots, spelled};
+use super::{converged_name, dedup, probe_violations, shots, spelled};
 use crate::observe::{ProbeObservation, ShotObservation};
 use crate::run::ScenarioRun;
 use std::collections::BTreeSet;
@@ -24,20 +24,8 @@ struct Outcome {
 /// The section, when the results hold two proxiers or more; nothing otherwise.
 pub fn section(results: &Results) -> Vec<Block> {
     let runs = &results.runs;
-    let mut proxiers: Vec<&str> = Vec::new();
-    let mut scenarios: Vec<&str> = Vec::new();
-    for r in runs {
-        let (s, p) = (
-            r.observation.scenario.as_str(),
-            r.observation.proxier.as_str(),
-        );
-        if !proxiers.contains(&p) {
-            proxiers.push(p);
-        }
-        if !scenarios.contains(&s) {
-            scenarios.push(s);
-        }
-    }
+    let proxiers = dedup(runs.iter().map(|r| r.observation.proxier.clone()));
+    let scenarios = dedup(runs.iter().map(|r| r.observation.scenario.clone()));
     if proxiers.len() < 2 {
         return Vec::new();
     }
@@ -47,27 +35,23 @@ pub fn section(results: &Results) -> Vec<Block> {
             .iter()
             .map(|p| {
                 runs.iter()
-                    .find(|r| r.observation.scenario == *scenario && r.observation.proxier == *p)
+                    .find(|r| &r.observation.scenario == scenario && &r.observation.proxier == p)
                     .map(outcomes)
                     .unwrap_or_default()
             })
             .collect();
-        let mut checks: Vec<&str> = Vec::new();
-        for (check, _) in of.iter().flatten() {
-            if !checks.contains(&check.as_str()) {
-                checks.push(check);
-            }
-        }
+        let checks = dedup(of.iter().flatten().map(|(check, _)| check.clone()));
         for check in checks {
             let cells: Vec<Option<&Outcome>> = of
                 .iter()
-                .map(|o| o.iter().find(|(c, _)| c == check).map(|(_, o)| o))
+                .map(|o| o.iter().find(|(c, _)| *c == check).map(|(_, o)| o))
                 .collect();
             let first = cells[0].map(|o| &o.behaviour);
             if cells.iter().all(|c| c.map(|o| &o.behaviour) == first) {
                 continue;
             }
-            let mut row: Vec<Line> = vec![vec![code(*scenario)], vec![code(check)]];
+            let mut row: Vec<Line> =
+                vec![vec![code(scenario.as_str())], vec![code(check.as_str())]];
             row.extend(cells.iter().map(|c| vec![text(cell(*c))]));
             rows.push(row);
         }
@@ -90,7 +74,7 @@ pub fn section(results: &Results) -> Vec<Block> {
          are no difference); FAIL marks a failed expectation, — a check the proxier did not run.",
     )]));
     let mut head = vec!["scenario".to_string(), "check".to_string()];
-    head.extend(proxiers.iter().map(|p| p.to_string()));
+    head.extend(proxiers.iter().cloned());
     out.push(Block::Table { head, rows });
     out
 }
