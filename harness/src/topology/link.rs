@@ -356,12 +356,14 @@ impl NetlinkNs {
             }
         }
         for msg in stale {
-            self.handle
-                .neighbours()
-                .del(msg)
-                .execute()
-                .await
-                .with_context(|| self.ctx(&format!("forgetting neighbour {ip}")))?;
+            match self.handle.neighbours().del(msg).execute().await {
+                // The kernel's own garbage collection may remove a failed or stale entry
+                // between the dump and the delete: it is forgotten either way.
+                Err(rtnetlink::Error::NetlinkError(e)) if -e.raw_code() == libc::ENOENT => {}
+                result => {
+                    result.with_context(|| self.ctx(&format!("forgetting neighbour {ip}")))?
+                }
+            }
         }
         Ok(())
     }
