@@ -25,6 +25,18 @@ impl Connection {
     pub fn is_established(&self) -> bool {
         self.state == "ESTABLISHED"
     }
+
+    /// A persistence template (ClientIP affinity), not a connection: the only entries with
+    /// client port 0 (`ip_vs_sched_persist`, net/netfilter/ipvs/ip_vs_core.c).
+    pub fn is_template(&self) -> bool {
+        self.client.port() == 0
+    }
+
+    /// A TCP connection that never opened or has ended (a probe's half-open SYN, a closed
+    /// socket's TIME_WAIT), still in the table until its fixed timeout runs out.
+    pub fn lingers(&self) -> bool {
+        self.protocol.eq_ignore_ascii_case("TCP") && !self.is_template() && !self.is_established()
+    }
 }
 
 /// The connection table of `ns`; empty when its kernel has no IPVS.
@@ -114,6 +126,26 @@ TCP fd00:0010:0244:0001:0000:0000:0000:0010 4E21 fd00:0010:0096:0000:0000:0000:0
             "[fd00:10:244:1::21]:8080".parse().unwrap()
         );
         assert!(conns[1].is_established());
+    }
+
+    /// A probe's half-open SYN and a socket's TIME_WAIT linger; an established flow, a
+    /// persistence template (client port 0, state NONE) and UDP do not.
+    #[test]
+    fn what_lingers() {
+        let text = "\
+Pro FromIP   FPrt ToIP     TPrt DestIP   DPrt State       Expires PEName PEData
+TCP 0AF4020A 4E20 C0A8010B 7580 0AF40115 1F90 SYN_RECV         59
+TCP C0A8010A 9C40 0A60000A 0050 0AF40115 1F90 TIME_WAIT       119
+TCP 0AF4020A 4E21 0A60000A 0050 0AF40115 1F90 ESTABLISHED     899
+TCP 0AF4020A 0000 C0A8010B 7580 0AF40115 0000 NONE              5
+UDP 0AF4020A 4E22 0A60000A 0035 0AF40115 0035 UDP             299
+";
+        let lingers: Vec<bool> = parse(text)
+            .unwrap()
+            .iter()
+            .map(Connection::lingers)
+            .collect();
+        assert_eq!(lingers, [true, true, false, false, false]);
     }
 
     #[test]

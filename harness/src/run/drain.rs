@@ -63,6 +63,45 @@ pub async fn wait_out_ended_connections(topo: &Topology) -> Result<Vec<usize>> {
     Ok(held)
 }
 
+/// Before a step lets real time pass (`waitSeconds`), waits until no node's IPVS holds a TCP
+/// connection that an earlier probe left behind (see [`ipvs_connections::Connection::lingers`]):
+/// such a connection keeps its ClientIP persistence template alive however short the
+/// template's own timeout (`ip_vs_conn_expire` re-arms a template while connections it
+/// scheduled remain). Left in place, whether the template outlived the wait depended on how
+/// long the run took to reach it — 60 s of SYN_RECV against a 20 s wait, with the emulated VM
+/// sometimes slower than the difference. Waited out first, the wait then runs from a table
+/// holding only established flows and templates, as on a node no probe ever touched.
+pub async fn wait_out_probe_connections(topo: &Topology) -> Result<()> {
+    for node in topo.nodes() {
+        let lingering = || -> Result<Vec<String>> {
+            Ok(ipvs_connections::read(&node.netns)?
+                .into_iter()
+                .filter(ipvs_connections::Connection::lingers)
+                .map(|c| format!("{} -> {} ({})", c.client, c.real_server, c.state))
+                .collect())
+        };
+        if lingering()?.is_empty() {
+            continue;
+        }
+        let deadline = Instant::now() + longest_inactive_timeout(node)? + SLACK;
+        loop {
+            let left = lingering()?;
+            if left.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "node {}: IPVS still holds probe connections after their longest timeout: {}",
+                    node.name,
+                    left.join("; ")
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+    Ok(())
+}
+
 async fn wait_on(node: &NodeNs) -> Result<()> {
     let deadline = Instant::now() + longest_inactive_timeout(node)? + SLACK;
     loop {

@@ -105,6 +105,7 @@ impl Staged<'_> {
             anyhow::bail!("{}: {why}", scenario.name);
         }
         if step.wait_seconds > 0 {
+            super::drain::wait_out_probe_connections(&self.topo).await?;
             tokio::time::sleep(Duration::from_secs(u64::from(step.wait_seconds))).await;
         }
         let state = scenario::state_at(scenario, Some(k));
