@@ -29,10 +29,30 @@ if [ -z "$vng" ]; then
   exit 2
 fi
 echo "==> $(uname -r) lacks IP_VS: running in a VM with $(basename "$kernel") (TCG; boot takes ~40 s)" >&2
-# Both streams through a pipe: the VM launcher reopens its output by path, which on a regular
-# file truncates it (seen: a CI log whose first half became NUL bytes).
+# Both streams through a pipe (a FIFO, so that its reader can be awaited): the VM launcher
+# reopens its output by path, which on a regular file truncates it (seen: a CI log whose first
+# half became NUL bytes).
+# `timeout` without --foreground leads a process group of its own and at the deadline signals
+# all of it: vng starts QEMU through a shell, and with --foreground only vng was signalled while
+# QEMU ran on past the deadline (seen: a VM half 26 minutes into its 25). Being in its own
+# group, it no longer gets the terminal's Ctrl-C, so a signal to this script is passed on.
 set +e
-timeout --foreground "${KPCT_VM_TIMEOUT:-1500}" "$vng" --disable-kvm --run "$kernel" \
+pipe_dir="$(mktemp -d "${TMPDIR:-/tmp}/vm-console-XXXXXX")"
+trap 'rm -rf "$pipe_dir"' EXIT
+mkfifo "$pipe_dir/out"
+cat "$pipe_dir/out" &
+reader=$!
+timeout --kill-after=30 "${KPCT_VM_TIMEOUT:-1500}" "$vng" --disable-kvm --run "$kernel" \
   --memory "${KPCT_VM_MEMORY:-3G}" --cpus "$(nproc)" "${rw[@]}" \
-  --exec "modprobe -a br_netfilter ip_vs dummy xt_ipvs 2>/dev/null; cd $(printf '%q' "$PWD") && $(printf '%q ' "$@")" </dev/null 2>&1 | cat
-exit "${PIPESTATUS[0]}"
+  --exec "modprobe -a br_netfilter ip_vs dummy xt_ipvs 2>/dev/null; cd $(printf '%q' "$PWD") && $(printf '%q ' "$@")" \
+  </dev/null >"$pipe_dir/out" 2>&1 &
+vm=$!
+trap 'kill -TERM -- "-$vm" 2>/dev/null' INT TERM HUP
+while :; do
+  wait "$vm"
+  rc=$?
+  # A trapped signal ends `wait` early; wait again for the group to go.
+  kill -0 "$vm" 2>/dev/null || break
+done
+wait "$reader"
+exit "$rc"

@@ -244,7 +244,7 @@ fn is_shell_builtin(word: &str) -> bool {
         "in", "function", "select", "time", "!", "{", "}", "[", "[[", "]]", "]", "echo", "printf",
         "cd", "set", "export", "local", "read", "shift", "exit", "return", "trap", "source", ".",
         ":", "hash", "command", "wait", "eval", "declare", "unset", "compgen", "type", "break",
-        "continue", "exec", "true", "false", "test", "mapfile", "let", "readonly",
+        "continue", "exec", "true", "false", "test", "mapfile", "let", "readonly", "kill", "jobs",
     ];
     WORDS.contains(&word)
 }

@@ -133,3 +133,144 @@ fn a_run_goes_to_the_vm_only_when_this_kernel_lacks_what_it_needs() {
     ]);
     assert_eq!(booted(&sctp), lacks(kpct::caps::Feature::Sctp), "{sctp}");
 }
+
+/// A fake `vng` on PATH that starts its "VM" as a grandchild (as vng starts QEMU through a
+/// shell), writes the grandchild's pid to `pid`, prints a line and waits for it.
+fn fake_vng(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let vng = bin.join("vng");
+    std::fs::write(
+        &vng,
+        format!(
+            "#!/bin/sh\necho booting\nsh -c 'echo $$ > {}; exec sleep 600' &\nwait\n",
+            dir.join("pid").display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&vng, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+fn vm_sh(dir: &Path, timeout_s: &str) -> std::process::Child {
+    let path = format!(
+        "{}:{}",
+        fake_vng(dir).display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new("bash")
+        .arg(repo().join("ci/vm.sh"))
+        .args(["--", "true"])
+        .env("PATH", path)
+        .env("KPCT_VM_KERNEL", "/boot/fake-vmlinuz")
+        .env("KPCT_VM_TIMEOUT", timeout_s)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("running ci/vm.sh")
+}
+
+/// The pid the fake VM wrote, once it has.
+fn vm_pid(dir: &Path) -> i32 {
+    let file = dir.join("pid");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the fake VM never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `child`'s exit status and stdout, or a failure (with the fake VM `vm` killed) when it has
+/// not ended, output and all, within 60 s: the old ci/vm.sh waited for its VM however long
+/// that ran, and a VM left behind kept its output open.
+fn ended(mut child: std::process::Child, vm: i32) -> (std::process::ExitStatus, String) {
+    let mut stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = String::new();
+        use std::io::Read;
+        let _ = stdout.read_to_string(&mut out);
+        let _ = tx.send(out);
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let stuck = |what: &str| -> ! {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(vm),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        panic!("{what} 60 s on");
+    };
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            stuck("ci/vm.sh still waits for its VM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    match rx.recv_timeout(left) {
+        Ok(out) => (status, out),
+        Err(_) => stuck("ci/vm.sh ended, but its VM still holds its output"),
+    }
+}
+
+/// Whether `pid` still runs (a zombie, about to be reaped by init, does not).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
+/// At `KPCT_VM_TIMEOUT` the whole VM goes, not only the launcher: with `timeout --foreground`
+/// QEMU, started by vng through a shell, ran on past the deadline.
+#[test]
+fn the_vm_timeout_ends_the_whole_vm() {
+    let dir = std::env::temp_dir().join(format!("vm-sh-timeout-{}", std::process::id()));
+    let child = vm_sh(&dir, "2");
+    let pid = vm_pid(&dir);
+    let (status, stdout) = ended(child, pid);
+    assert_eq!(status.code(), Some(124), "timeout's status");
+    assert!(stdout.contains("booting"), "{stdout}");
+    assert!(!running(pid), "the VM process {pid} outlived the timeout");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A signal to ci/vm.sh (Ctrl-C, or ci/test.sh stopping its VM half) ends the VM too, though
+/// `timeout` keeps the VM in a process group of its own.
+#[test]
+fn a_signal_to_vm_sh_ends_the_vm() {
+    let dir = std::env::temp_dir().join(format!("vm-sh-signal-{}", std::process::id()));
+    let child = vm_sh(&dir, "600");
+    let pid = vm_pid(&dir);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let (status, _) = ended(child, pid);
+    assert!(!status.success());
+    assert!(
+        !running(pid),
+        "the VM process {pid} outlived ci/vm.sh's SIGTERM"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
