@@ -255,6 +255,7 @@ mod tests {
                 label: "node node-a".into(),
                 node: "node-a".into(),
                 ip,
+                borrowed: false,
             },
             protocol: crate::scenario::Protocol::Tcp,
             dst: ip,

@@ -432,15 +432,13 @@ fn affinity_timeout_ignored(c: &mut kpct::cluster::ClusterState) {
     }
 }
 
-/// Affinity that outlives its `timeoutSeconds` keeps the client on web-far after the wait (not
-/// in IPVS mode, whose half-open probe connections keep the template past the timeout anyway:
-/// the scenario's expectFor); a proxier without affinity spreads the client over both
+/// Affinity that outlives its `timeoutSeconds` keeps the client on web-far after the wait (in
+/// IPVS mode too, since the probes' half-open connections that kept its template alive are
+/// waited out before the wait); a proxier without affinity spreads the client over both
 /// endpoints where it must stay on web-far.
 async fn affinity_timeout_mutations_are_caught(proxier: &'static str) {
     let file = "transition-session-affinity-timeout.yaml";
-    if proxier != "kube-proxy-ipvs" {
-        affinity_outliving_its_timeout_is_caught(proxier, file).await;
-    }
+    affinity_outliving_its_timeout_is_caught(proxier, file).await;
     let without = StateEdited {
         inner: proxier,
         edit: |c| {
@@ -1213,4 +1211,71 @@ async fn ipv6_endpoints_of_the_wrong_slice_are_caught() {
         "web-b1",
     )
     .await;
+}
+
+/// kube-proxy's allowFromNode exemption forgotten: a node's connection SNATted to its own LB IP
+/// is refused although `loadBalancerSourceRanges` hold the node IP. In iptables mode the KUBE-FW-
+/// rule admitting the LB IP as a source goes, in nftables mode the LB IP in the firewall rule's
+/// source set, in IPVS mode its KUBE-LOAD-BALANCER-SOURCE-IP entry, replaced by the
+/// KUBE-IPVS-OUT-FILTER drop written where the ranges lack the node IP.
+fn forget_lb_ip_sources(p: &mut kpct::programming::Programming) -> anyhow::Result<()> {
+    // Only a node whose IP a range holds has it (node-a here); the violation the test asserts
+    // shows that it went.
+    const LB_IP: &str = "192.168.1.200";
+    for table in p.iptables.values_mut() {
+        table
+            .rules
+            .retain(|r| !(r.starts_with("-A KUBE-FW-") && r.contains(&format!(" -s {LB_IP} "))));
+    }
+    let listed = format!(" , {LB_IP} }}");
+    for line in &mut p.nft.lines {
+        if line.contains("saddr != {") && line.contains(&listed) {
+            *line = line.replace(&listed, " }");
+        }
+    }
+    let mut ipvs_allowed = false;
+    for set in &mut p.ipsets {
+        if set.name == "KUBE-LOAD-BALANCER-SOURCE-IP" {
+            let before = set.entries.len();
+            set.entries.retain(|e| !e.ends_with(&format!(",{LB_IP}")));
+            ipvs_allowed |= set.entries.len() < before;
+        }
+    }
+    if ipvs_allowed {
+        // IPVS mode judges a node's own connections in KUBE-IPVS-OUT-FILTER, which drops those
+        // from an LB IP whose ranges lack the node IP (`lbNoNodeAccessIPPortProtocolEntries`,
+        // pkg/proxy/ipvs/proxier.go): the rule it writes where allowFromNode is false.
+        let filter = p
+            .iptables
+            .get_mut(&kpct::programming::Table::Filter)
+            .expect("IPVS mode writes filter");
+        filter.rules.push(format!(
+            "-A KUBE-IPVS-OUT-FILTER -s {LB_IP} -m ipvs --vaddr {LB_IP} --vproto tcp --vport 80 -j DROP"
+        ));
+    }
+    Ok(())
+}
+
+async fn forgetting_lb_ip_sources_is_caught(proxier: &'static str) {
+    mutation_is_caught(
+        "loadbalancer-source-ranges-from-node.yaml",
+        proxier,
+        forget_lb_ip_sources,
+        &["node-from-lb-ip-to-lb"],
+        "expected delivery to one of [web-b], observed dropped",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forgetting_lb_ip_sources_is_caught_in_iptables_and_nftables_modes() {
+    for proxier in ["kube-proxy-iptables", "kube-proxy-nftables"] {
+        forgetting_lb_ip_sources_is_caught(proxier).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_forgetting_lb_ip_sources_is_caught() {
+    require_ipvs();
+    forgetting_lb_ip_sources_is_caught("kube-proxy-ipvs").await;
 }

@@ -478,6 +478,20 @@ const BAD: &[(&str, &str)] = &[
          pod `phantom`",
     ),
     (
+        "probe-source-address.yaml",
+        "tests/fixtures/bad/probe-source-address.yaml:21:25: probes[0].from.address: `address` is \
+         only for a `node` source\n\
+         tests/fixtures/bad/probe-source-address.yaml:24:26: probes[1].from.address: 192.168.1.99 \
+         is no Service's load balancer IP (status.loadBalancer.ingress): a node sends only from \
+         its own addresses or from such an IP\n\
+         tests/fixtures/bad/probe-source-address.yaml:27:26: probes[2].from.address: a probe with \
+         `address` cannot `keep` its flow\n\
+         tests/fixtures/bad/probe-source-address.yaml:31:26: probes[3].from.address: \
+         192.168.1.200 cannot send to the probe's IPv6 destination\n\
+         tests/fixtures/bad/probe-source-address.yaml:32:10: probes[3].to.ip: node `node-a` has \
+         no IPv6 address to send an IPv6 probe from",
+    ),
+    (
         "probe-via.yaml",
         "tests/fixtures/bad/probe-via.yaml:34:24: probes[0].to.via: via nodePort: the service port \
          has no nodePort\n\

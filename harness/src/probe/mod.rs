@@ -6,6 +6,7 @@
 //! pod's veth record where the packet arrived and with which addresses (the observed DNAT and
 //! SNAT); a capture on the source records what came back.
 
+mod borrowed_address;
 pub mod packet;
 mod sctp;
 
@@ -81,11 +82,15 @@ pub enum Source {
         mac: [u8; 6],
         next_hop_mac: [u8; 6],
     },
-    /// A real socket in a node's namespace, bound to `ip` (node IP, 127.0.0.1 or ::1).
+    /// A real socket in a node's namespace, bound to `ip` (node IP, 127.0.0.1 or ::1, or a
+    /// load balancer IP the node sends from).
     Socket {
         label: String,
         node: String,
         ip: IpAddr,
+        /// `ip` is a load balancer IP, made the node's for the shots
+        /// ([`borrowed_address`]).
+        borrowed: bool,
     },
 }
 
@@ -317,6 +322,18 @@ fn source(
         });
     }
     if let Some(node) = &from.node {
+        if let Some(address) = from.address {
+            topo.node(node)?;
+            if IpFamily::of(address) != family {
+                bail!("node {node} cannot send from {address} to {dst}: the families differ");
+            }
+            return Ok(Source::Socket {
+                label: format!("node {node} from {address}"),
+                node: node.clone(),
+                ip: address,
+                borrowed: true,
+            });
+        }
         return Ok(Source::Socket {
             label: format!("node {node}"),
             node: node.clone(),
@@ -324,6 +341,7 @@ fn source(
                 .node(node)?
                 .ip_of(family)
                 .ok_or_else(|| no_address(&format!("node {node}")))?,
+            borrowed: false,
         });
     }
     if let Some(node) = &from.node_localhost {
@@ -332,6 +350,7 @@ fn source(
             label: format!("node {node} localhost"),
             node: node.clone(),
             ip: family.localhost(),
+            borrowed: false,
         });
     }
     bail!("`from` names no source")
@@ -468,12 +487,21 @@ pub fn fire_keeping(
                 shots.push(captures.shoot(&packet, timeout, verdicts.as_deref_mut())?);
             }
         }
-        Source::Socket { node, ip, .. } => {
+        Source::Socket {
+            node, ip, borrowed, ..
+        } => {
             let ns = &topo.node(node)?.netns;
+            let borrowed = match borrowed {
+                true => Some(borrowed_address::BorrowedAddress::hold(ns, *ip)?),
+                false => None,
+            };
             for rep in 0..plan.repeat {
                 let local = SocketAddr::new(*ip, sport_of(rep)?);
                 let remote = SocketAddr::new(plan.dst, plan.dport);
                 shots.push(fire_socket(ns, plan.protocol, local, remote, timeout)?);
+            }
+            if let Some(address) = borrowed {
+                address.release()?;
             }
         }
     }
@@ -636,52 +664,6 @@ fn watch_for_forward(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A frame queued before the deadline is read by a watcher that starts after it.
-    #[test]
-    fn a_watcher_scheduled_after_the_deadline_still_reads_the_delivery_queued_in_time() {
-        let ns = Netns::create(&format!("kpct-watch-{}", std::process::id())).expect("netns");
-        ns.run(|| {
-            for args in [
-                &["link", "add", "wa", "type", "veth", "peer", "name", "wb"][..],
-                &["link", "set", "wa", "up"],
-                &["link", "set", "wb", "up"],
-            ] {
-                let status = std::process::Command::new("ip").args(args).status();
-                assert!(status.expect("ip").success(), "ip {args:?}");
-            }
-        })
-        .expect("in the namespace");
-        let packet = ProbePacket {
-            protocol: Protocol::Udp,
-            src_mac: [2, 0, 0, 0, 0, 1],
-            dst_mac: [2, 0, 0, 0, 0, 2],
-            src: "10.244.1.10".parse().unwrap(),
-            sport: 40000,
-            dst: "10.244.2.20".parse().unwrap(),
-            dport: 8080,
-            seq: 7,
-        };
-        let mut watcher = Capture::open(&ns, "wa").expect("capture");
-        let mut sender = Capture::open(&ns, "wa").expect("capture");
-        // Another packet socket on the sending device gets its copy before `send` returns.
-        sender.send(&packet.frame()).expect("send");
-        let past = Instant::now() - Duration::from_secs(1);
-        let flow = watch_for_forward(&mut watcher, &packet, packet.dst_mac, past, || false)
-            .expect("watch")
-            .expect("the frame queued before the deadline");
-        assert_eq!(flow.dst, packet.dst);
-        assert_eq!(
-            watch_for_forward(&mut watcher, &packet, packet.dst_mac, past, || true).expect("watch"),
-            None,
-            "nothing else was sent"
-        );
-    }
-}
-
 fn fire_socket(
     ns: &Netns,
     protocol: Protocol,
@@ -765,6 +747,11 @@ pub(crate) fn connect_tcp(
 }
 
 pub(crate) fn socket_error_kind(e: &std::io::Error) -> String {
+    // A blocking connect whose SO_SNDTIMEO runs out fails with EINPROGRESS (net/ipv4/
+    // af_inet.c, `__inet_stream_connect`): no answer came, as for any other timeout.
+    if e.raw_os_error() == Some(libc::EINPROGRESS) {
+        return "timeout".into();
+    }
     match e.kind() {
         std::io::ErrorKind::ConnectionRefused => "refused".into(),
         // A write after the peer reset the connection fails with EPIPE.
@@ -776,5 +763,93 @@ pub(crate) fn socket_error_kind(e: &std::io::Error) -> String {
             "unreachable".into()
         }
         _ => format!("error: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node's connect that gets no answer is a timeout, which observe judges `dropped`.
+    #[test]
+    fn a_connect_timed_out_by_its_send_timeout_is_a_timeout() {
+        let e = std::io::Error::from_raw_os_error(libc::EINPROGRESS);
+        assert_eq!(socket_error_kind(&e), "timeout");
+        let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        assert_eq!(socket_error_kind(&refused), "refused");
+    }
+
+    /// A namespace with a veth pair `wa`/`wb`, both up: frames sent on `wa` by one packet
+    /// socket are queued on every other one of `wa` before `send` returns.
+    fn veth_ns(tag: &str) -> Netns {
+        let ns = Netns::create(&format!("kpct-{tag}-{}", std::process::id())).expect("netns");
+        ns.run(|| {
+            for args in [
+                &["link", "add", "wa", "type", "veth", "peer", "name", "wb"][..],
+                &["link", "set", "wa", "up"],
+                &["link", "set", "wb", "up"],
+            ] {
+                let status = std::process::Command::new("ip").args(args).status();
+                assert!(status.expect("ip").success(), "ip {args:?}");
+            }
+        })
+        .expect("in the namespace");
+        ns
+    }
+
+    fn udp_probe(seq: u32) -> ProbePacket {
+        ProbePacket {
+            protocol: Protocol::Udp,
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src: "10.244.1.10".parse().unwrap(),
+            sport: 40000,
+            dst: "10.244.2.20".parse().unwrap(),
+            dport: 8080,
+            seq,
+        }
+    }
+
+    /// A wait past its deadline reads on through unrelated frames to the one it waits for,
+    /// however long this thread was away between two reads (the predicate stands in for a
+    /// starved thread): it was queued in time.
+    #[test]
+    fn a_starved_wait_reads_past_unrelated_frames_to_the_one_queued_in_time() {
+        let ns = veth_ns("starved");
+        let mut watcher = Capture::open(&ns, "wa").expect("capture");
+        let mut sender = Capture::open(&ns, "wa").expect("capture");
+        let (unrelated, wanted) = (udp_probe(1), udp_probe(2));
+        sender.send(&unrelated.frame()).expect("send");
+        sender.send(&wanted.frame()).expect("send");
+        let found = watcher
+            .wait_for(Duration::ZERO, |f| {
+                if unrelated.is_forward(f, unrelated.dst_mac) {
+                    std::thread::sleep(Duration::from_millis(150));
+                }
+                wanted.is_forward(f, wanted.dst_mac)
+            })
+            .expect("read");
+        assert!(found.is_some(), "the frame queued behind the unrelated one");
+    }
+
+    /// A frame queued before the deadline is read by a watcher that starts after it.
+    #[test]
+    fn a_watcher_scheduled_after_the_deadline_still_reads_the_delivery_queued_in_time() {
+        let ns = veth_ns("watch");
+        let packet = udp_probe(7);
+        let mut watcher = Capture::open(&ns, "wa").expect("capture");
+        let mut sender = Capture::open(&ns, "wa").expect("capture");
+        // Another packet socket on the sending device gets its copy before `send` returns.
+        sender.send(&packet.frame()).expect("send");
+        let past = Instant::now() - Duration::from_secs(1);
+        let flow = watch_for_forward(&mut watcher, &packet, packet.dst_mac, past, || false)
+            .expect("watch")
+            .expect("the frame queued before the deadline");
+        assert_eq!(flow.dst, packet.dst);
+        assert_eq!(
+            watch_for_forward(&mut watcher, &packet, packet.dst_mac, past, || true).expect("watch"),
+            None,
+            "nothing else was sent"
+        );
     }
 }

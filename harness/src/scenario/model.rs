@@ -797,9 +797,16 @@ impl Probe {
 pub struct ProbeSource {
     #[serde(default)]
     pub pod: Option<String>,
-    /// The node's own network namespace, sourcing from its node IP.
+    /// The node's own network namespace, sourcing from its node IP (or from `address`).
     #[serde(default)]
     pub node: Option<String>,
+    /// With `node`: send from this address instead of the node IP. It must be a load balancer
+    /// IP of a Service (`status.loadBalancer.ingress`): a node's connection to its own LB IP
+    /// leaves from that IP when something outside kube-proxy SNATs it there, and kube-proxy
+    /// admits it wherever `loadBalancerSourceRanges` admit the node IP (TestLoadBalancer's
+    /// "same node to LB1, SNATted to LB1", pkg/proxy/iptables/proxier_test.go).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<std::net::IpAddr>,
     /// The node's namespace, sourcing from 127.0.0.1.
     #[serde(default)]
     pub node_localhost: Option<String>,

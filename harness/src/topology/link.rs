@@ -278,6 +278,45 @@ impl NetlinkNs {
             .with_context(|| self.ctx(&format!("adding {family} default route dev {dev}")))
     }
 
+    /// `ip route add local IP dev lo table local`: `ip` becomes this namespace's for routing (a
+    /// socket may bind it, packets to it are delivered here) without being put on an
+    /// interface, so nothing that lists the node's addresses sees it. `false` when a local
+    /// route for it is there already (kube-proxy's IPVS mode binds LB IPs to kube-ipvs0).
+    pub async fn add_local_route(&self, ip: IpAddr) -> Result<bool> {
+        let msg = self.local_route(ip).await?;
+        match self.handle.route().add(msg).execute().await {
+            Err(rtnetlink::Error::NetlinkError(e)) if -e.raw_code() == libc::EEXIST => Ok(false),
+            result => result
+                .map(|()| true)
+                .with_context(|| self.ctx(&format!("adding local route {ip} dev lo"))),
+        }
+    }
+
+    /// Removes what [`NetlinkNs::add_local_route`] added.
+    pub async fn del_local_route(&self, ip: IpAddr) -> Result<()> {
+        let msg = self.local_route(ip).await?;
+        self.handle
+            .route()
+            .del(msg)
+            .execute()
+            .await
+            .with_context(|| self.ctx(&format!("removing local route {ip} dev lo")))
+    }
+
+    async fn local_route(&self, ip: IpAddr) -> Result<netlink_packet_route::route::RouteMessage> {
+        use netlink_packet_route::route::{RouteScope, RouteType};
+        let lo = self.index_of("lo").await?;
+        let host = if ip.is_ipv4() { 32 } else { 128 };
+        Ok(RouteMessageBuilder::<IpAddr>::new()
+            .destination_prefix(ip, host)
+            .map_err(|e| anyhow!("{}", self.ctx(&format!("local route {ip}: {e}"))))?
+            .output_interface(lo)
+            .table_id(u32::from(libc::RT_TABLE_LOCAL))
+            .kind(RouteType::Local)
+            .scope(RouteScope::Host)
+            .build())
+    }
+
     /// `ip route add DST/LEN via GW dev DEV onlink` — flannel's route to a remote pod CIDR.
     pub async fn add_onlink_route(
         &self,

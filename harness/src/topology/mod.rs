@@ -11,7 +11,7 @@
 //! for the VTEP address and an FDB entry sending that VTEP MAC to the node's underlay IP.
 //! Nothing is created in the root namespace: the fabric itself is a namespace.
 
-mod link;
+pub(crate) mod link;
 pub mod naming;
 
 pub use link::NetlinkNs;

@@ -996,6 +996,46 @@ impl<'a> Checker<'a> {
                 "no external client: set topology.external",
             );
         }
+        if let Some(address) = from.address {
+            self.source_address(&path.key("address"), probe, address);
+        }
+    }
+
+    /// `from.address`: a load balancer IP a node sends from, of the family of the target.
+    fn source_address(&mut self, path: &FieldPath, probe: &Probe, address: IpAddr) {
+        if probe.from.node.is_none() {
+            self.err(path.clone(), "`address` is only for a `node` source");
+        }
+        if probe.keep.is_some() {
+            // The address is the node's only while the probe's own shots are fired.
+            self.err(
+                path.clone(),
+                "a probe with `address` cannot `keep` its flow",
+            );
+        }
+        let lb_ip = self.s.services.iter().any(|svc| {
+            svc.status
+                .load_balancer
+                .ingress
+                .iter()
+                .any(|i| i.ip == address)
+        });
+        if !lb_ip {
+            self.err(
+                path.clone(),
+                format!(
+                    "{address} is no Service's load balancer IP (status.loadBalancer.ingress): \
+                     a node sends only from its own addresses or from such an IP"
+                ),
+            );
+        }
+        let target = probe.to.ip.map(IpFamily::of).or(probe.to.family);
+        if let Some(family) = target.filter(|f| *f != IpFamily::of(address)) {
+            self.err(
+                path.clone(),
+                format!("{address} cannot send to the probe's {family} destination"),
+            );
+        }
     }
 
     fn probe_target(&mut self, path: &FieldPath, probe: &Probe) {
