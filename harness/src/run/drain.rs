@@ -73,47 +73,51 @@ pub async fn wait_out_ended_connections(topo: &Topology) -> Result<Vec<usize>> {
 /// holding only established flows and templates, as on a node no probe ever touched.
 pub async fn wait_out_probe_connections(topo: &Topology) -> Result<()> {
     for node in topo.nodes() {
-        let lingering = || -> Result<Vec<String>> {
+        wait_until_none(node, "holds probe connections", || {
             Ok(ipvs_connections::read(&node.netns)?
                 .into_iter()
                 .filter(ipvs_connections::Connection::lingers)
                 .map(|c| format!("{} -> {} ({})", c.client, c.real_server, c.state))
                 .collect())
-        };
-        if lingering()?.is_empty() {
-            continue;
-        }
-        let deadline = Instant::now() + longest_inactive_timeout(node)? + SLACK;
-        loop {
-            let left = lingering()?;
-            if left.is_empty() {
-                break;
-            }
-            if Instant::now() >= deadline {
-                bail!(
-                    "node {}: IPVS still holds probe connections after their longest timeout: {}",
-                    node.name,
-                    left.join("; ")
-                );
-            }
-            tokio::time::sleep(POLL).await;
-        }
+        })
+        .await?;
     }
     Ok(())
 }
 
 async fn wait_on(node: &NodeNs) -> Result<()> {
+    wait_until_none(
+        node,
+        "counts ended connections to real servers at weight 0",
+        || {
+            let conns = ipvs_connections::read(&node.netns)?;
+            Ok(held_by_ended_connections(&ipvs_table(node)?, &conns))
+        },
+    )
+    .await
+}
+
+/// Reads `left` every [`POLL`] until it lists nothing, for at most the longest timeout of an
+/// inactive TCP connection in `node`'s IPVS (plus [`SLACK`]); past that, an error saying what
+/// IPVS still `does` and what is left. Nothing is asked of IPVS when `left` is empty at once
+/// (a kernel without IP_VS lists nothing and has no timeouts to read).
+async fn wait_until_none(
+    node: &NodeNs,
+    does: &str,
+    left: impl Fn() -> Result<Vec<String>>,
+) -> Result<()> {
+    if left()?.is_empty() {
+        return Ok(());
+    }
     let deadline = Instant::now() + longest_inactive_timeout(node)? + SLACK;
     loop {
-        let conns = ipvs_connections::read(&node.netns)?;
-        let lines = held_by_ended_connections(&ipvs_table(node)?, &conns);
+        let lines = left()?;
         if lines.is_empty() {
             return Ok(());
         }
         if Instant::now() >= deadline {
             bail!(
-                "node {}: IPVS still counts ended connections to real servers at weight 0 after \
-                 their longest timeout: {}",
+                "node {}: IPVS still {does} after their longest timeout: {}",
                 node.name,
                 lines.join("; ")
             );
