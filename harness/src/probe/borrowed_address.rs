@@ -19,7 +19,8 @@ pub(super) struct BorrowedAddress<'n> {
 
 impl<'n> BorrowedAddress<'n> {
     pub(super) fn hold(ns: &'n Netns, ip: IpAddr) -> Result<BorrowedAddress<'n>> {
-        let added = on_netlink(ns, move |nl| async move { nl.add_local_route(ip).await })
+        let added = NetlinkNs::blocking(ns, move |nl| async move { nl.add_local_route(ip).await })
+            .and_then(|r| r)
             .with_context(|| format!("making {ip} a local address to send from"))?;
         Ok(BorrowedAddress { ns, ip, added })
     }
@@ -34,10 +35,10 @@ impl<'n> BorrowedAddress<'n> {
             return Ok(());
         }
         let ip = self.ip;
-        on_netlink(
+        NetlinkNs::blocking(
             self.ns,
             move |nl| async move { nl.del_local_route(ip).await },
-        )
+        )?
     }
 }
 
@@ -46,26 +47,4 @@ impl Drop for BorrowedAddress<'_> {
     fn drop(&mut self) {
         let _ = self.remove();
     }
-}
-
-/// Runs `f` on a route-netlink handle in `ns`, from synchronous code (probes fire outside the
-/// run's async tasks): on a thread of its own with a runtime of its own.
-fn on_netlink<T, F, Fut>(ns: &Netns, f: F) -> Result<T>
-where
-    T: Send,
-    F: FnOnce(NetlinkNs) -> Fut + Send,
-    Fut: std::future::Future<Output = Result<T>>,
-{
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .context("starting a runtime for rtnetlink")?;
-                rt.block_on(async { f(NetlinkNs::open(ns)?).await })
-            })
-            .join()
-            .map_err(|_| anyhow::anyhow!("the rtnetlink thread panicked"))?
-    })
 }

@@ -17,6 +17,7 @@
 
 use crate::netns::Netns;
 use crate::scenario::IpFamily;
+use crate::topology::link::NetlinkNs;
 use futures::TryStreamExt;
 use netlink_packet_route::address::{AddressAttribute, AddressMessage};
 use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
@@ -98,27 +99,14 @@ where
     Fut: std::future::Future<Output = Res<T>>,
     T: Send,
 {
-    let fail = |message: String| DeviceError {
-        what: what.to_string(),
-        namespace: ns.name().to_string(),
-        message,
-        errno: None,
-    };
-    ns.run(move || -> Res<T> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| fail(format!("starting a runtime: {e}")))?;
-        rt.block_on(async {
-            let (conn, handle, _) =
-                rtnetlink::new_connection().map_err(|e| fail(format!("opening rtnetlink: {e}")))?;
-            let conn = tokio::spawn(conn);
-            let result = f(handle).await;
-            conn.abort();
-            result
+    NetlinkNs::blocking(ns, |nl| f(nl.handle())).unwrap_or_else(|e| {
+        Err(DeviceError {
+            what: what.to_string(),
+            namespace: ns.name().to_string(),
+            message: format!("{e:#}"),
+            errno: None,
         })
     })
-    .map_err(|e| fail(format!("{e:#}")))?
 }
 
 fn nl_err(ns: &str, what: String) -> impl Fn(rtnetlink::Error) -> DeviceError + '_ {

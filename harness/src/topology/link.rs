@@ -36,6 +36,37 @@ impl NetlinkNs {
         })
     }
 
+    /// Runs `f` on a handle inside `ns` from synchronous code (a probe's shots, a proxier's
+    /// programming step): on a thread that entered `ns`, with a runtime of its own. The outer
+    /// error is setting that up, the inner one `f`'s own.
+    pub(crate) fn blocking<T, E, F, Fut>(ns: &Netns, f: F) -> Result<std::result::Result<T, E>>
+    where
+        F: FnOnce(NetlinkNs) -> Fut + Send,
+        Fut: std::future::Future<Output = std::result::Result<T, E>>,
+        T: Send,
+        E: Send,
+    {
+        let ns_name = ns.name().to_string();
+        ns.run(move || -> Result<std::result::Result<T, E>> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("starting a runtime for rtnetlink")?;
+            rt.block_on(async {
+                let (conn, handle, _) = rtnetlink::new_connection().context("opening rtnetlink")?;
+                let conn = tokio::spawn(conn);
+                let result = f(NetlinkNs { handle, ns_name }).await;
+                conn.abort();
+                Ok(result)
+            })
+        })?
+    }
+
+    /// The rtnetlink handle, for requests this module has no method for.
+    pub(crate) fn handle(&self) -> Handle {
+        self.handle.clone()
+    }
+
     fn ctx(&self, what: &str) -> String {
         format!("{what} in namespace {}", self.ns_name)
     }
