@@ -170,6 +170,8 @@ EOF
 echo '<ok/>' > "$tmp/check.xml"
 check libxml2-utils "xmllint --schema" xmllint --noout --schema "$tmp/check.xsd" "$tmp/check.xml"
 check python3 "python3" python3 -c 'import json, os, sys'
+echo '<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"><rect width="9" height="9" fill="#d00000"/></svg>' > "$tmp/check.svg"
+check chromium "chromium --headless --screenshot" bash -c "cd '$tmp' && HOME='$tmp' chromium --headless --no-sandbox --disable-gpu --window-size=20,20 --screenshot='$tmp/check.png' 'file://$tmp/check.svg' > '$tmp/chromium.log' 2>&1; test -s '$tmp/check.png' || { tail -n 3 '$tmp/chromium.log'; exit 1; }"
 check vagrant-libvirt "vagrant validate of vagrant/Vagrantfile (needs a provider)" \
   bash -c "cd '$repo/vagrant' && vagrant validate"
 # The real proxiers: every binary of the CI set (ci/real-proxiers.sh) is there, up to date, and

@@ -7,8 +7,10 @@ pub mod document;
 pub mod json;
 pub mod junit;
 pub mod markup;
+pub mod picture;
 pub mod results;
 pub mod table;
+pub mod traced;
 
 pub use junit::junit;
 pub use results::{NotRun, Results, RunError, NOT_RUN_EXIT};
@@ -53,6 +55,18 @@ pub fn run_violations(run: &ScenarioRun) -> Vec<&String> {
                 })
         })
         .collect()
+}
+
+/// A probe of `run` as `kpct trace` takes it: its name and the number (from 1) of the step it
+/// belongs to. A step's probe is observed as `STEP/PROBE`.
+pub fn probe_at<'a>(run: &ScenarioRun, probe: &'a str) -> (&'a str, Option<usize>) {
+    probe
+        .split_once('/')
+        .and_then(|(step, name)| {
+            let index = run.observation.steps.iter().position(|s| s.step == step)?;
+            Some((name, Some(index + 1)))
+        })
+        .unwrap_or((probe, None))
 }
 
 /// The name of the convergence check after `step`, as JUnit and the table name it.

@@ -874,6 +874,21 @@ RULES
     assert!(rule.contains("dnat to 10.244.2.10:8081"), "{rule}");
     assert!(text.contains("chain post {"), "{text}");
     assert!(text.contains("masquerade"), "{text}");
+    // The failing probe traced again and drawn (`--trace-failures`, on by default with a
+    // report): its packet through the proxier's own chain, by its own name.
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("tracing clusterip-cross-node × exec:"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let figure = text
+        .split("```mermaid\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no picture of the path in the report:\n{text}"));
+    assert!(
+        figure.contains("my-proxy:pre [dnat to 10.244.2.10:8081]"),
+        "{figure}"
+    );
 }
 
 /// A failing probe of a step is suggested a trace of that probe at that step, and the command
@@ -1024,4 +1039,124 @@ fn a_report_of_two_proxiers_tabulates_where_they_differ() {
         &results(std::slice::from_ref(&r.intact), &[]),
     );
     assert!(!alone.contains("Differences between proxiers"), "{alone}");
+}
+
+/// Pixels of `png` exactly of colour `rgb`, as Chromium drew them.
+fn pixels_of(png: &Path, rgb: [u8; 3]) -> usize {
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(png).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let step = match info.color_type {
+        png::ColorType::Rgba => 4,
+        png::ColorType::Rgb => 3,
+        other => panic!("a screenshot in {other:?}"),
+    };
+    buf[..info.buffer_size()]
+        .chunks(step)
+        .filter(|p| p[..3] == rgb)
+        .count()
+}
+
+/// `html` as headless Chromium (Debian's `chromium`, ci/deps.tsv) draws it, as a PNG in `dir`.
+fn screenshot(dir: &Path, name: &str, html: &str) -> PathBuf {
+    let page = dir.join(format!("{name}.html"));
+    let png = dir.join(format!("{name}.png"));
+    std::fs::write(&page, html).unwrap();
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=1300,3000",
+            &format!("--screenshot={}", png.display()),
+            &format!("file://{}", page.display()),
+        ])
+        .env("HOME", dir)
+        .output()
+        .expect("chromium runs (ci/install-deps.sh installs it)");
+    assert!(
+        png.exists(),
+        "chromium wrote no screenshot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    png
+}
+
+/// The report draws the traced path of a failing probe, node by node, with the hop where it
+/// went wrong marked, and a real browser shows it: the broken proxier (its MASQUERADE rule
+/// removed) is traced again, the hop marked is the request's last nat POSTROUTING on the node
+/// it entered (where the masquerade was missing), and headless Chromium draws the marked box in
+/// its red; the same report without the trace has no pixel of that red. Markdown carries it as
+/// a Mermaid flowchart.
+#[test]
+fn the_report_draws_the_failing_path_with_the_wrong_hop_marked_in_a_browser() {
+    let scenario = kpct::scenario::load(Path::new(SCENARIO)).unwrap();
+    let broken = Mutated {
+        name: BROKEN,
+        inner: "kube-proxy-iptables",
+        mutate: drop_postrouting_masquerade,
+    };
+    let mut r = results(&[real().broken.clone()], &[]);
+    let jobs = [kpct::parallel::Job {
+        scenario: &scenario,
+        proxier: &broken,
+    }];
+    let mut told = Vec::new();
+    r.traced =
+        tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(kpct::report::traced::trace_failures(
+                &r,
+                &jobs,
+                3,
+                probe_timeout(),
+                |s, p, probe| told.push(format!("{s} × {p}: {probe}")),
+            ));
+    assert_eq!(
+        told,
+        [format!(
+            "nodeport-external-each-node × {BROKEN}: external-to-node-a-nodeport"
+        )],
+        "the first failing probe of the one failing run"
+    );
+    let picture = r.traced[0]
+        .picture
+        .as_ref()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mark = picture.mark.as_ref().expect("a hop is marked");
+    let lane = &picture.lanes[mark.lane];
+    let hop = &lane.packets[mark.packet].hops[mark.hop];
+    assert_eq!(lane.node, "node-a", "{picture:#?}");
+    assert!(hop.ends_with(":POSTROUTING"), "{hop}: {picture:#?}");
+    assert!(mark.why.contains("source as it was"), "{mark:?}");
+    assert!(
+        lane.packets[0].hops.iter().any(|h| h.contains("[DNAT")),
+        "the NodePort's DNAT is drawn on the way: {picture:#?}"
+    );
+
+    let md = document::render(Format::Markdown, &r);
+    assert!(md.contains("```mermaid\nflowchart TB\n"), "{md}");
+    assert!(md.contains("stroke:#d00000"), "{md}");
+    let html = document::render(Format::Html, &r);
+    xmllint(&["--noout"], &html, "report.html").unwrap();
+
+    let dir = std::env::temp_dir().join(format!(
+        "{}picture",
+        kpct::topology::naming::RunPrefix::next().as_str()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let red = [0xd0, 0x00, 0x00];
+    assert_eq!(kpct::report::picture::MARK_STROKE, "#d00000");
+    let drawn = pixels_of(&screenshot(&dir, "with-picture", &html), red);
+    r.traced.clear();
+    let without = pixels_of(
+        &screenshot(&dir, "without", &document::render(Format::Html, &r)),
+        red,
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(without, 0, "nothing else in the report is that red");
+    // The marked box is 290 × 24 px or more, outlined 3 px wide: well over a thousand pixels.
+    assert!(drawn > 1000, "{drawn} pixels of the mark's red were drawn");
 }

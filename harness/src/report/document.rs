@@ -433,6 +433,7 @@ fn failure(out: &mut Vec<Block>, results: &Results, run: &ScenarioRun, probe: &P
         text(" (one shot, rule by rule, on every node it meets): "),
         code(results.trace_command(run, &probe.probe)),
     ]));
+    traced_path(out, results, run, probe);
 
     match ev {
         None => out.push(Block::Para(vec![text(
@@ -447,6 +448,54 @@ fn failure(out: &mut Vec<Block>, results: &Results, run: &ScenarioRun, probe: &P
             for node in &e.nodes {
                 node_state(out, node, &e.targets);
             }
+        }
+    }
+}
+
+/// The picture of the probe's path, when the run traced it again (`kpct run --report`).
+fn traced_path(
+    out: &mut Vec<Block>,
+    results: &Results,
+    run: &ScenarioRun,
+    probe: &ProbeObservation,
+) {
+    let obs = &run.observation;
+    let Some(traced) = results
+        .traced
+        .iter()
+        .find(|t| t.scenario == obs.scenario && t.proxier == obs.proxier && t.probe == probe.probe)
+    else {
+        return;
+    };
+    match &traced.picture {
+        Ok(picture) => {
+            let mut head = vec![
+                strong("Traced path"),
+                text(format!(
+                    " (one more shot, fired in a fresh cluster with kernel tracing on: {}), \
+                     node by node, each packet the chains it entered and the rules' actions",
+                    picture.outcome
+                )),
+            ];
+            match &picture.mark {
+                Some(m) => {
+                    head.push(text(format!(
+                        "; marked ✗ where it went wrong: {} (node {})",
+                        m.why, picture.lanes[m.lane].node
+                    )));
+                }
+                None => head.push(text("; no hop could be marked")),
+            }
+            head.push(text(":"));
+            out.push(Block::Para(head));
+            out.push(Block::Figure(picture.figure()));
+        }
+        Err(e) => {
+            out.push(Block::Para(vec![
+                strong("Traced path"),
+                text(": could not be traced:"),
+            ]));
+            out.push(Block::Pre(e.clone()));
         }
     }
 }

@@ -39,6 +39,16 @@ pub enum Block {
     },
     /// Preformatted text (an excerpt, an error message).
     Pre(String),
+    /// A drawing, in the form each rendering shows.
+    Figure(Figure),
+}
+
+/// A drawing made by the document's author (see [`super::picture`]): an SVG element for HTML,
+/// trusted as it is, and Mermaid source for Markdown, which GitHub and GitLab draw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Figure {
+    pub svg: String,
+    pub mermaid: String,
 }
 
 /// Characters XML 1.0 does not allow even escaped (C0 controls other than tab, LF, CR).
@@ -201,6 +211,14 @@ pub fn to_markdown(blocks: &[Block]) -> String {
                     body.trim_end_matches('\n')
                 );
             }
+            Block::Figure(figure) => {
+                let fence = "`".repeat(longest_run(&figure.mermaid, '`').max(2) + 1);
+                let _ = writeln!(
+                    out,
+                    "{fence}mermaid\n{}\n{fence}\n",
+                    figure.mermaid.trim_end_matches('\n')
+                );
+            }
         }
     }
     out
@@ -212,7 +230,8 @@ pub fn to_markdown(blocks: &[Block]) -> String {
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:72rem;margin:2rem auto;\
 padding:0 1rem;line-height:1.4}table{border-collapse:collapse;margin:.5rem 0}\
 th,td{border:1px solid #ccc;padding:.2rem .5rem;text-align:left;vertical-align:top}\
-pre{background:#f6f8fa;padding:.6rem;white-space:pre-wrap;overflow-wrap:anywhere}code{font-family:ui-monospace,monospace}";
+pre{background:#f6f8fa;padding:.6rem;white-space:pre-wrap;overflow-wrap:anywhere}code{font-family:ui-monospace,monospace}\
+figure{margin:.5rem 0;overflow-x:auto}";
 
 fn html_line(line: &Line) -> String {
     let mut out = String::new();
@@ -273,6 +292,9 @@ pub fn to_html(title: &str, blocks: &[Block]) -> String {
                     "<pre><code>{}</code></pre>",
                     xml_escape(body.trim_end_matches('\n'))
                 );
+            }
+            Block::Figure(figure) => {
+                let _ = writeln!(out, "<figure>{}</figure>", figure.svg);
             }
         }
     }

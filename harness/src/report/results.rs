@@ -49,6 +49,8 @@ pub struct Results {
     /// Failures a baseline accepts (`kpct run --baseline`), as (scenario, proxier, testcase:
     /// a probe's name, `STEP/converged` or `setup`): JUnit reports them skipped, not failed.
     pub accepted: std::collections::BTreeSet<(String, String, String)>,
+    /// Failing probes traced again for the report's pictures (`kpct run --report`).
+    pub traced: Vec<super::traced::TracedFailure>,
 }
 
 impl Results {
@@ -65,6 +67,7 @@ impl Results {
             started: SystemTime::UNIX_EPOCH,
             elapsed: Duration::ZERO,
             accepted: Default::default(),
+            traced: Vec::new(),
         }
     }
 
@@ -93,14 +96,9 @@ impl Results {
             .get(scenario)
             .cloned()
             .unwrap_or_else(|| PathBuf::from(format!("scenarios/{scenario}.yaml")));
-        // A step's probe is observed as `STEP/PROBE`; trace takes the probe and the step's
-        // number (from 1).
-        let (probe, step) = match probe.split_once('/').and_then(|(step, name)| {
-            let index = run.observation.steps.iter().position(|s| s.step == step)?;
-            Some((name, index + 1))
-        }) {
-            Some((name, n)) => (name, format!(" --step {n}")),
-            None => (probe, String::new()),
+        let (probe, step) = match super::probe_at(run, probe) {
+            (name, Some(n)) => (name, format!(" --step {n}")),
+            (name, None) => (name, String::new()),
         };
         format!(
             "sudo ci/kpct.sh trace {} {}{step} --proxier {}",

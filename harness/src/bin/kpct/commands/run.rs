@@ -44,6 +44,11 @@ pub struct Args {
     /// iptables/ipset/IPVS state of the nodes involved.
     #[arg(long)]
     report: Option<PathBuf>,
+    /// With --report: trace the first failing probe of this many failing runs again (one shot
+    /// each, in a fresh cluster, kernel tracing on) and draw its path in the report; 0 for
+    /// none.
+    #[arg(long, default_value_t = 3, value_name = "RUNS")]
+    trace_failures: usize,
     /// Print the scenarios and their probes (with the proxiers that would run them) and
     /// exit without running anything.
     #[arg(long)]
@@ -266,6 +271,18 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     progress.close();
+    if report.is_some() && args.trace_failures > 0 && !results.failing().is_empty() {
+        results.traced =
+            tokio::runtime::Runtime::new()?.block_on(kpct::report::traced::trace_failures(
+                &results,
+                &jobs,
+                args.trace_failures,
+                patience.timeout,
+                |scenario, proxier, probe| {
+                    eprintln!("tracing {scenario} × {proxier}: probe {probe}, for the report");
+                },
+            ));
+    }
     results.elapsed = started.elapsed();
     print!(
         "{}",
