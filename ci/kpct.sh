@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Runs the kpct CLI where the kernel can run it: natively when this kernel has what the command
-# needs (for `run`, what its selected scenarios and proxiers need: `kpct run --kernel-needs`;
-# otherwise IP_VS, dummy and SCTP), otherwise inside a VM (ci/vm.sh). The VM sees this
+# Runs the kpct CLI where the kernel can run it. `run` runs natively, and hands the runs this
+# kernel cannot hold (IP_VS, SCTP) to a kpct in a VM (ci/vm.sh, as KPCT_VM_RUNNER) at the same
+# time, into one table and exit status. Another command runs natively when this kernel has
+# IP_VS, dummy and SCTP, otherwise inside the VM. The VM sees this
 # machine's files read-only except the repository and the directories of the outputs asked for
 # (--junit, --report, --observations, --write), which are made writable in it, so every output
 # comes back.
 # Usage: ci/kpct.sh COMMAND [ARGS...]   (as root; `sudo ci/kpct.sh …` if you are not)
-# Environment: KPCT_VM=1 always uses the VM; KPCT_BIN runs that kpct binary instead of building
-# the release one; KPCT_VM_DRY_RUN=1 prints the VM command instead of running it (tests).
+# Environment: KPCT_VM=1 always runs the whole command in the VM; KPCT_BIN runs that kpct binary
+# instead of building the release one; KPCT_VM_RUNNER replaces ci/vm.sh for the runs `run`
+# hands over (tests); KPCT_VM_DRY_RUN=1 prints the VM command instead of running it (tests).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # What kpct needs, installed if the self-check fails (once per change of ci/deps.tsv).
@@ -18,13 +20,17 @@ if [ -z "$bin" ]; then
   bin="${CARGO_TARGET_DIR:-$repo/target}/release/kpct"
 fi
 if [ "${KPCT_VM:-0}" != 1 ]; then
-  # A run goes to the VM only if this kernel lacks what its selection needs (an IPv4 `exec:`
-  # proxier over the iptables scenarios needs no IP_VS); bad arguments are told natively.
-  needs=ip_vs,dummy,sctp
   if [ "${1:-}" = run ]; then
-    needs="$("$bin" "$@" --kernel-needs 2>/dev/null)" || exec "$bin" "$@"
-  fi
-  if "$bin" caps --quiet --require "br_netfilter${needs:+,$needs}"; then
+    # Bad arguments are told natively.
+    "$bin" "$@" --kernel-needs > /dev/null 2>&1 || exec "$bin" "$@"
+    if "$bin" caps --quiet --require br_netfilter; then
+      # The runs this kernel cannot hold (IP_VS, SCTP) go to the VM through this runner, the
+      # rest run here at the same time, into one table, report and exit status; a run that
+      # needs nothing missing boots no VM.
+      export KPCT_VM_RUNNER="${KPCT_VM_RUNNER:-$repo/ci/vm.sh}"
+      exec "$bin" "$@"
+    fi
+  elif "$bin" caps --quiet --require br_netfilter,ip_vs,dummy,sctp; then
     exec "$bin" "$@"
   fi
 fi

@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
 /// A failing probe, as a report shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProbeEvidence {
     pub probe: String,
     /// The probe's `from` as declared (`pod client`, `external`).
@@ -45,7 +45,7 @@ pub struct ProbeEvidence {
 }
 
 /// One involved node's relevant state.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct NodeEvidence {
     pub node: String,
     /// Why this node is involved.

@@ -9,7 +9,7 @@
 use crate::capture::Flow;
 use crate::probe::packet::Answer;
 use crate::probe::{ProbePlan, Shot, Source};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 
@@ -22,7 +22,7 @@ pub struct NodeAddress {
 }
 
 /// The fate of one shot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     /// Delivered to a backend and answered from the address the client used.
@@ -55,49 +55,49 @@ impl Verdict {
 }
 
 /// One shot, as recorded in the observation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShotObservation {
     pub verdict: Verdict,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<String>,
     /// The packet as the backend received it (`src:port -> dst:port`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend_saw: Option<String>,
     /// `preserved` or `masqueraded to IP (who)`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     /// What the client got back (`src:port -> dst:port`, `tcp-reset`, `icmp-unreachable code N`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
-    #[serde(skip)]
+    #[serde(default, skip_serializing_if = "crate::report::wire::omitted")]
     pub source_ip_seen: Option<IpAddr>,
-    #[serde(skip)]
+    #[serde(default, skip_serializing_if = "crate::report::wire::omitted")]
     pub reply_translated: Option<bool>,
     /// The client's source port of this shot (differs per repetition).
-    #[serde(skip)]
+    #[serde(default, skip_serializing_if = "crate::report::wire::omitted")]
     pub sport: u16,
 }
 
 /// A probe's observation (the unit of the snapshot document).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProbeObservation {
     pub probe: String,
     pub from: String,
     pub to: String,
     /// Every shot, when backend choice is deterministic (or there is one shot).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shots: Vec<ShotObservation>,
     /// When backend choice is random by design: the distinct outcomes, sorted, and how many
     /// shots were fired.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcomes: Option<Vec<ShotObservation>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shots_fired: Option<u32>,
     /// Backends in the order reached (deterministic schedulers) or sorted (random ones).
     pub backends: Vec<String>,
-    #[serde(skip)]
+    #[serde(default, skip_serializing_if = "crate::report::wire::omitted")]
     pub all: Vec<ShotObservation>,
-    #[serde(skip)]
+    #[serde(default, skip_serializing_if = "crate::report::wire::omitted")]
     pub client_ip: Option<IpAddr>,
 }
 

@@ -11,6 +11,7 @@ pub mod picture;
 pub mod results;
 pub mod table;
 pub mod traced;
+pub mod wire;
 
 pub use junit::junit;
 pub use results::{NotRun, Results, RunError, NOT_RUN_EXIT};

@@ -35,6 +35,9 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
         "program",
         &["iptables", "nft"],
     ),
+    // The VM runner `kpct run` hands runs to: KPCT_VM_RUNNER, which ci/kpct.sh sets to
+    // ci/vm.sh (a script of the repository, its own programs scanned with it).
+    ("harness/src/bin/kpct/commands/vm_share.rs", "runner", &[]),
     // The real proxiers ci/real-proxiers.sh builds (target/real-proxiers/), asked for --version.
     ("harness/tests/real_proxiers_build.rs", "&path", &[]),
     // The same, when a programming comparison asks a real kube-proxy for its version.

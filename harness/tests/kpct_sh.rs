@@ -87,51 +87,126 @@ fn an_output_the_vm_cannot_give_back_is_refused_before_booting() {
     );
 }
 
-/// A run boots the VM only when this kernel lacks what its selection needs: the iptables
-/// built-in over an iptables scenario runs here, the IPVS built-in goes to the VM (when this
-/// kernel has no IP_VS), and so does an SCTP scenario whatever the proxier.
+/// `ci/kpct.sh run` runs natively and hands only the runs this kernel cannot hold to the VM
+/// runner (`KPCT_VM_RUNNER`, here a stand-in that logs how it was called and runs the command
+/// on this machine), at the same time, into one table and exit status:
+/// - the iptables built-in over an iptables scenario boots no VM;
+/// - an SCTP scenario goes to the runner (when this kernel lacks SCTP), and what the child
+///   gives back joins the table: here the stand-in's kernel lacks SCTP too, so it comes back
+///   "not run here" (exit 3) beside the scenario that passed here;
+/// - a child that gives nothing back (the stand-in cannot hold IPVS either, and the child
+///   refuses it) makes each of its runs an error carrying the child's last output, while the
+///   runs made here keep their results.
 #[test]
-fn a_run_goes_to_the_vm_only_when_this_kernel_lacks_what_it_needs() {
+fn a_run_hands_only_what_this_kernel_lacks_to_the_vm() {
     let caps = kpct::caps::detect().unwrap();
     let lacks = |f| !caps.missing(&[f]).is_empty();
-    let dry = |args: &[&str]| {
+    let dir = std::env::temp_dir().join(format!(
+        "{}vm-runner",
+        kpct::topology::naming::RunPrefix::next().as_str()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("calls");
+    let runner = dir.join("runner.sh");
+    std::fs::write(
+        &runner,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> {}\nwhile [ \"$1\" != -- ]; do shift; done\nshift\nexec \"$@\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&runner, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let run = |args: &[&str]| {
+        let _ = std::fs::remove_file(&log);
         let out = Command::new("bash")
             .arg(repo().join("ci/kpct.sh"))
+            .arg("run")
             .args(args)
             .env_remove("KPCT_VM")
-            .env("KPCT_VM_DRY_RUN", "1")
+            .env("KPCT_VM_RUNNER", &runner)
             .env("KPCT_BIN", env!("CARGO_BIN_EXE_kpct"))
             .current_dir(repo())
             .output()
             .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            std::fs::read_to_string(&log).unwrap_or_default(),
+        )
     };
-    let booted = |out: &str| out.contains("ci/vm.sh");
-    let iptables = dry(&[
-        "run",
+
+    let (code, stdout, stderr, calls) = run(&[
         "--proxier",
         "kube-proxy-iptables",
         "--scenario",
         "scenarios/clusterip-udp.yaml",
     ]);
-    assert!(!booted(&iptables), "{iptables}");
-    assert!(iptables.contains("2 probe(s), 2 passed"), "{iptables}");
-    let ipvs = dry(&[
-        "run",
+    assert_eq!((code, calls.as_str()), (0, ""), "{stdout}{stderr}");
+    assert!(stdout.contains("2 probe(s), 2 passed"), "{stdout}");
+
+    let (code, stdout, stderr, calls) = run(&[
+        "--proxier",
+        "kube-proxy-iptables",
+        "--scenario",
+        "scenarios/clusterip-udp.yaml",
+        "--scenario",
+        "scenarios/sctp-services.yaml",
+    ]);
+    if lacks(kpct::caps::Feature::Sctp) {
+        assert!(
+            calls.contains(" --only-run sctp-services=kube-proxy-iptables")
+                && !calls.contains("clusterip-udp")
+                && calls.starts_with("--rwdir /")
+                && calls.contains(" -- "),
+            "{calls}"
+        );
+        assert_eq!(code, 3, "{stdout}{stderr}");
+        assert!(
+            stdout.contains("NOT RUN HERE sctp-services × kube-proxy-iptables: needs sctp"),
+            "{stdout}"
+        );
+    } else {
+        assert_eq!((code, calls.as_str()), (0, ""), "{stdout}{stderr}");
+    }
+    assert!(
+        stdout.contains("clusterip-udp × kube-proxy-iptables"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("2 passed"), "{stdout}");
+
+    let (code, stdout, stderr, calls) = run(&[
+        "--proxier",
+        "kube-proxy-iptables",
         "--proxier",
         "kube-proxy-ipvs",
         "--scenario",
         "scenarios/clusterip-udp.yaml",
     ]);
-    assert_eq!(booted(&ipvs), lacks(kpct::caps::Feature::IpVs), "{ipvs}");
-    let sctp = dry(&[
-        "run",
-        "--proxier",
-        "kube-proxy-iptables",
-        "--scenario",
-        "scenarios/sctp-*.yaml",
-    ]);
-    assert_eq!(booted(&sctp), lacks(kpct::caps::Feature::Sctp), "{sctp}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    if lacks(kpct::caps::Feature::IpVs) {
+        assert!(
+            calls.contains(" --only-run clusterip-udp=kube-proxy-ipvs"),
+            "{calls}"
+        );
+        assert_eq!(code, 1, "{stdout}{stderr}");
+        let error = stdout
+            .lines()
+            .find(|l| l.contains("ERROR clusterip-udp × kube-proxy-ipvs"))
+            .unwrap_or_else(|| panic!("{stdout}"));
+        assert!(error.contains("the VM run gave no results"), "{error}");
+        assert!(stdout.contains("IP_VS"), "the child's own words: {stdout}");
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with("  vm │ ") && l.contains("IP_VS")),
+            "the child's output is shown as it comes: {stderr}"
+        );
+        assert!(stdout.contains("2 probe(s), 2 passed"), "{stdout}");
+    } else {
+        assert_eq!((code, calls.as_str()), (0, ""), "{stdout}{stderr}");
+    }
 }
 
 /// A fake `vng` on PATH that starts its "VM" as a grandchild (as vng starts QEMU through a

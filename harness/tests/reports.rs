@@ -1160,3 +1160,49 @@ fn the_report_draws_the_failing_path_with_the_wrong_hop_marked_in_a_browser() {
     // The marked box is 290 × 24 px or more, outlined 3 px wide: well over a thousand pixels.
     assert!(drawn > 1000, "{drawn} pixels of the mark's red were drawn");
 }
+
+/// Runs handed to a kpct in the VM come back in wire form and join the table: each renders
+/// exactly as the run made here, in every output, with the fields the documents leave out
+/// (each shot's source port, which the table folds into `:*`) carried along, and those fields
+/// still left out of the documents.
+#[test]
+fn runs_carried_in_wire_form_render_as_the_runs_made_here() {
+    let r = real();
+    let runs = [r.intact.clone(), r.broken.clone()];
+    let errors = [r.error.clone()];
+    let text = kpct::report::wire::write(&runs, &errors, &[]).unwrap();
+    let back = kpct::report::wire::read(&text).unwrap();
+    let (here, carried) = (results(&runs, &errors), results(&back.runs, &back.errors));
+    let style = kpct::report::Style {
+        colour: false,
+        width: 120,
+    };
+    assert_eq!(
+        kpct::report::table(&carried, style),
+        kpct::report::table(&here, style)
+    );
+    assert_eq!(
+        kpct::report::json::json(&carried).unwrap(),
+        kpct::report::json::json(&here).unwrap()
+    );
+    assert_eq!(kpct::report::junit(&carried), kpct::report::junit(&here));
+    for format in [Format::Markdown, Format::Html] {
+        assert_eq!(
+            document::render(format, &carried),
+            document::render(format, &here)
+        );
+    }
+    let shot = |run: &ScenarioRun| run.observation.probes[0].all[0].clone();
+    assert_ne!(shot(&runs[1]).sport, 0);
+    assert_eq!(shot(&back.runs[1]), shot(&runs[1]));
+    let yaml = back.runs[1].observation.to_yaml().unwrap();
+    assert!(!yaml.contains("sport"), "{yaml}");
+    assert_eq!(yaml, runs[1].observation.to_yaml().unwrap());
+    assert!(
+        kpct::report::wire::read(&text.replace("kpct-wire/1", "kpct-wire/0"))
+            .unwrap_err()
+            .to_string()
+            .contains("this kpct reads kpct-wire/1"),
+        "another kpct's form is refused"
+    );
+}

@@ -78,7 +78,7 @@ const RECEIVE_BUFFER: usize = 4 << 20;
 /// How long a node may take to acknowledge the table (an emulated VM can be slow).
 const SETUP_DEADLINE: Duration = Duration::from_secs(10);
 /// Where a shot's first packet was dropped.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DropVerdict {
     pub node: String,
     pub table: String,

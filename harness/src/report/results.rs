@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 /// A scenario × proxier run that could not complete (setup or programming failed).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunError {
     pub scenario: String,
     pub proxier: String,
@@ -22,7 +22,7 @@ pub struct RunError {
 
 /// A scenario × proxier run this kernel cannot hold (no SCTP, no IP_VS): reported as not run
 /// here, never as a pass and never left out.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NotRun {
     pub scenario: String,
     pub proxier: String,

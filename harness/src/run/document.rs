@@ -5,11 +5,11 @@ use crate::proxier::programmer::NodeSummary;
 use crate::topology::naming::{BRIDGE_IF, UNDERLAY_IF, VXLAN_IF};
 use crate::topology::Topology;
 use anyhow::{Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
 /// The snapshot document of one scenario × proxier.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScenarioObservation {
     pub scenario: String,
     pub proxier: String,
@@ -17,20 +17,20 @@ pub struct ScenarioObservation {
     pub nodes: Vec<NodeSummary>,
     pub probes: Vec<ProbeObservation>,
     /// What each step changed and observed, in order.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepObservation>,
 }
 
 /// One step of a scenario: what the nodes hold after the proxier re-synced them, whether that
 /// is what a fresh sync of the same state gives, and the step's probes.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StepObservation {
     pub step: String,
     pub nodes: Vec<NodeSummary>,
     /// Whether every node holds what a fresh sync of the step's state programs.
     pub converged: bool,
     /// Per node, every way its state differs from a fresh node's.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_converged: Vec<String>,
     pub probes: Vec<ProbeObservation>,
 }

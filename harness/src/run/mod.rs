@@ -31,7 +31,7 @@ use std::time::Duration;
 pub const NOT_CONVERGED: &str = "(a fresh node synced to the same state differs)";
 
 /// The outcome of running a scenario: what was observed, and which expectations failed.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ScenarioRun {
     pub observation: ScenarioObservation,
     /// One line per violated expectation (empty when the proxier conforms).
@@ -47,7 +47,7 @@ pub struct ScenarioRun {
 }
 
 /// Wall-clock time of a scenario run's parts.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Timing {
     /// When the run began.
     pub started: std::time::SystemTime,

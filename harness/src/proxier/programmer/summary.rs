@@ -2,12 +2,12 @@
 
 use crate::programming::{EffectiveState, Programming, KERNEL_IPVS_TIMEOUTS};
 use crate::topology::NodeNs;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NodeSummary {
     pub node: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kube_ipvs0: Vec<String>,
     pub ipvs_virtual_servers: usize,
     pub ipvs_real_servers: usize,
@@ -15,15 +15,15 @@ pub struct NodeSummary {
     pub iptables_rules: usize,
     /// Rules of the IPv6 proxier's ip6tables (dual-stack and IPv6-only nodes); left out when
     /// there are none.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub ip6tables_rules: usize,
     /// Lines of the `nft -f` transaction the node's sync wrote (built-ins), or of the
     /// nftables tables it holds (`exec:`, `replay:`); left out when there are none.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub nft_lines: usize,
     /// `ipvsadm --set` values, when the proxier sets (or the node holds) other than the
     /// kernel's.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipvs_timeouts: Option<String>,
 }
 

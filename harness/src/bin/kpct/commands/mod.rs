@@ -14,6 +14,7 @@ pub mod scenario_table;
 pub mod soak;
 pub mod trace;
 pub mod validate;
+pub mod vm_share;
 
 /// Loads one scenario file, its problems as the error.
 pub fn load(path: &std::path::Path) -> anyhow::Result<kpct::scenario::Scenario> {

@@ -79,6 +79,24 @@ pub struct Args {
     /// the same either way).
     #[arg(long)]
     wait_out_drops: bool,
+    /// (For the child a run starts in a VM.) Run only these scenario × proxier runs, each as
+    /// `SCENARIO=LABEL`; repeatable.
+    #[arg(long = "only-run", hide = true)]
+    only_runs: Vec<String>,
+    /// (For the child a run starts in a VM.) Write the results in wire form to this file
+    /// instead of printing them.
+    #[arg(long, hide = true)]
+    wire: Option<PathBuf>,
+}
+
+/// What a run needs of the kernel: its scenario's needs, and IP_VS for an IPVS proxier.
+fn kernel_needs(job: &kpct::parallel::Job) -> std::collections::BTreeSet<kpct::caps::Feature> {
+    let mut needs: std::collections::BTreeSet<_> =
+        job.scenario.kernel_needs().into_iter().collect();
+    if kpct::proxier::needs_ipvs(&job.proxier.spec()) {
+        needs.extend([kpct::caps::Feature::IpVs, kpct::caps::Feature::Dummy]);
+    }
+    needs
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -104,8 +122,14 @@ pub fn run(args: Args) -> Result<()> {
         .iter()
         .map(|n| proxiers::from_spec(n))
         .collect::<Result<Vec<_>>>()?;
-    // Listing runs nothing, so it needs no IP_VS.
-    if names.iter().any(|n| kpct::proxier::needs_ipvs(n)) && !args.list && !args.kernel_needs {
+    // Listing runs nothing, so it needs no IP_VS; with a VM runner, the runs that need it go
+    // to the VM.
+    let vm_runner = super::vm_share::runner().filter(|_| args.wire.is_none());
+    if names.iter().any(|n| kpct::proxier::needs_ipvs(n))
+        && !args.list
+        && !args.kernel_needs
+        && vm_runner.is_none()
+    {
         proxiers::ensure_ipvs("run it through `sudo ci/kpct.sh run …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
     }
     let labels: Vec<String> = proxiers.iter().map(|p| p.label()).collect();
@@ -154,14 +178,19 @@ pub fn run(args: Args) -> Result<()> {
         .enumerate()
         .filter(|(position, _)| args.shard.is_none_or(|s| s.holds(*position)))
         .map(|(_, job)| job)
+        .filter(|job| {
+            args.only_runs.is_empty()
+                || args.only_runs.contains(&format!(
+                    "{}={}",
+                    job.scenario.name,
+                    job.proxier.label()
+                ))
+        })
         .collect();
     if args.kernel_needs {
         let mut needs = std::collections::BTreeSet::new();
         for job in &jobs {
-            needs.extend(job.scenario.kernel_needs());
-            if kpct::proxier::needs_ipvs(&job.proxier.spec()) {
-                needs.extend([kpct::caps::Feature::IpVs, kpct::caps::Feature::Dummy]);
-            }
+            needs.extend(kernel_needs(job));
         }
         let names: Vec<&str> = needs.iter().map(|f| f.name()).collect();
         crate::stdout::emit(&format!("{}\n", names.join(",")))?;
@@ -188,15 +217,23 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(dir) = &args.observations {
         std::fs::create_dir_all(dir)?;
     }
-    // Runs this kernel cannot hold are reported as not run here, never run to an error.
+    // Runs this kernel cannot hold go to the VM when there is a runner, else they are
+    // reported as not run here, never run to an error.
     let caps = kpct::caps::detect()?;
     let mut not_run = Vec::new();
-    let jobs: Vec<kpct::parallel::Job> = jobs
-        .into_iter()
+    let mut vm_jobs = Vec::new();
+    let all_jobs = jobs;
+    let jobs: Vec<kpct::parallel::Job> = all_jobs
+        .iter()
         .filter(|job| {
-            let missing = caps.missing(&job.scenario.kernel_needs());
+            let needs: Vec<_> = kernel_needs(job).into_iter().collect();
+            let missing = caps.missing(&needs);
             if missing.is_empty() {
                 return true;
+            }
+            if vm_runner.is_some() {
+                vm_jobs.push(*job);
+                return false;
             }
             not_run.push(kpct::report::NotRun {
                 scenario: job.scenario.name.clone(),
@@ -209,8 +246,33 @@ pub fn run(args: Args) -> Result<()> {
             });
             false
         })
+        .copied()
         .collect();
     let workers = super::jobs(args.jobs)?;
+    let share = match (&vm_runner, vm_jobs.is_empty()) {
+        (Some(runner), false) => {
+            eprintln!(
+                "{} run(s) need what this kernel lacks (IP_VS, SCTP): they run in a VM ({}) \
+                 beside the {} here",
+                vm_jobs.len(),
+                runner.display(),
+                jobs.len()
+            );
+            Some(super::vm_share::start(
+                runner,
+                &vm_jobs,
+                &files,
+                &super::vm_share::Selection {
+                    proxiers: &names,
+                    probes: &args.probes,
+                    wait_out_drops: args.wait_out_drops,
+                    jobs: args.jobs,
+                    fail_fast: args.fail_fast,
+                },
+            )?)
+        }
+        _ => None,
+    };
     let mut results = kpct::report::Results {
         not_run,
         files,
@@ -261,6 +323,45 @@ pub fn run(args: Args) -> Result<()> {
     })?;
     // In job order, whatever order the runs ended in: every file below is what -j 1 writes.
     results.record(&jobs, finished);
+    if let Some(share) = share {
+        eprintln!("waiting for the {} run(s) in the VM", share.runs());
+        match share.finish() {
+            Ok(back) => {
+                results.runs.extend(back.runs);
+                results.errors.extend(back.errors);
+                results.not_run.extend(back.not_run);
+            }
+            Err(why) => results
+                .errors
+                .extend(vm_jobs.iter().map(|job| kpct::report::RunError {
+                    scenario: job.scenario.name.clone(),
+                    proxier: job.proxier.label(),
+                    message: why.clone(),
+                    elapsed: std::time::Duration::ZERO,
+                })),
+        }
+        // In the order of the table, as if every run had been made here.
+        let position = |scenario: &str, proxier: &str| {
+            all_jobs
+                .iter()
+                .position(|j| j.scenario.name == scenario && j.proxier.label() == proxier)
+        };
+        results
+            .runs
+            .sort_by_key(|r| position(&r.observation.scenario, &r.observation.proxier));
+        results
+            .errors
+            .sort_by_key(|e| position(&e.scenario, &e.proxier));
+        results
+            .not_run
+            .sort_by_key(|n| position(&n.scenario, &n.proxier));
+    }
+    if let Some(path) = &args.wire {
+        progress.close();
+        let text = kpct::report::wire::write(&results.runs, &results.errors, &results.not_run)?;
+        return std::fs::write(path, text)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()));
+    }
     if let Some(dir) = &args.observations {
         for run in &results.runs {
             let o = &run.observation;
