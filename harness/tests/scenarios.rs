@@ -20,12 +20,24 @@ fn run(file: &str, proxier_name: &str) {
         ))
         .unwrap_or_else(|e| panic!("{} against {proxier_name}: {e:#}", path.display()));
     let yaml = run.observation.to_yaml().expect("observation renders");
-    assert!(
-        run.violations.is_empty(),
-        "{} violated expectation(s):\n{}\n\nobserved:\n{yaml}",
-        run.violations.len(),
-        run.violations.join("\n")
-    );
+    if !run.violations.is_empty() {
+        // The report of the run: what each node's kernel held for the failing probes (rules with
+        // their counters, conntrack entries), read before teardown, so that a failure seen once
+        // can be understood from the log alone.
+        let report = kpct::report::document::render(
+            kpct::report::document::Format::Markdown,
+            &kpct::report::Results::new(
+                vec![run.clone()],
+                Vec::new(),
+                kpct::environment::Environment::detect(),
+            ),
+        );
+        panic!(
+            "{} violated expectation(s):\n{}\n\nobserved:\n{yaml}\n\nthe run's report:\n{report}",
+            run.violations.len(),
+            run.violations.join("\n")
+        );
+    }
     insta::with_settings!({
         snapshot_path => "../snapshots",
         prepend_module_to_snapshot => false,
