@@ -6,36 +6,29 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// Which test modules a scenario file's tests go into. The `needs_ipvs`/`needs_sctp` prefixes are
-/// what ci/test.sh routes to the VM; the file prefixes are the library's naming rules
+// The one list of built-in proxiers (`BUILTINS`), shared with the crate.
+include!("src/proxier/builtins.rs");
+
+/// Which test modules a scenario file's tests go into, for each built-in: its module, its name
+/// and what the test requires of the kernel. The `needs_ipvs`/`needs_sctp` prefixes are what
+/// ci/test.sh routes to the VM; the file prefixes are the library's naming rules
 /// (`kpct::scenario::conventions` enforces them): `sctp-*` need SCTP in the kernel,
 /// `ipvs-existing-*` need IP_VS even in iptables mode.
-fn modules(stem: &str) -> Vec<(&'static str, &'static str, &'static str)> {
-    // The netfilter proxiers run natively unless the scenario needs what this kernel may lack.
-    let netfilter = |native: &'static str, sctp: &'static str, ipvs: &'static str, proxier| {
-        if stem.starts_with("sctp-") {
-            (sctp, proxier, "require_sctp();")
-        } else if stem.starts_with("ipvs-existing-") {
-            (ipvs, proxier, "require_ipvs();")
-        } else {
-            (native, proxier, "")
-        }
-    };
-    vec![
-        ("needs_ipvs_scenarios", "kube-proxy-ipvs", "require_ipvs();"),
-        netfilter(
-            "scenarios_iptables",
-            "needs_sctp_scenarios_iptables",
-            "needs_ipvs_scenarios_iptables",
-            "kube-proxy-iptables",
-        ),
-        netfilter(
-            "scenarios_nftables",
-            "needs_sctp_scenarios_nftables",
-            "needs_ipvs_scenarios_nftables",
-            "kube-proxy-nftables",
-        ),
-    ]
+fn modules(stem: &str) -> Vec<(String, &'static str, &'static str)> {
+    BUILTINS
+        .iter()
+        .map(|b| {
+            if b.needs_ipvs {
+                (b.tests.to_string(), b.name, "require_ipvs();")
+            } else if stem.starts_with("sctp-") {
+                (format!("needs_sctp_{}", b.tests), b.name, "require_sctp();")
+            } else if stem.starts_with("ipvs-existing-") {
+                (format!("needs_ipvs_{}", b.tests), b.name, "require_ipvs();")
+            } else {
+                (b.tests.to_string(), b.name, "")
+            }
+        })
+        .collect()
 }
 
 /// The real kube-proxy versions `ci/real-proxiers.sh` can build, each run against the library
@@ -166,7 +159,7 @@ fn main() {
     println!("cargo:rerun-if-changed=../scenarios");
     let stems = yaml_stems(Path::new("../scenarios"));
     assert!(!stems.is_empty(), "no scenarios in ../scenarios");
-    let mut by_module: std::collections::BTreeMap<&str, String> = Default::default();
+    let mut by_module: std::collections::BTreeMap<String, String> = Default::default();
     for stem in &stems {
         let name = test_name(stem);
         for (module, proxier, require) in modules(stem) {

@@ -3,6 +3,8 @@
 //! The reference implementations are pure functions of their input so that what they program is
 //! reviewable and unit-testable without a kernel; the kernel then judges the result.
 
+/// The one list of built-in proxiers (also included by `harness/build.rs`).
+mod builtins;
 mod conntrack_cleanup;
 mod conntrack_sysctls;
 mod endpoints;
@@ -15,6 +17,7 @@ mod node_port_addresses;
 pub mod programmer;
 pub mod real;
 pub mod replay;
+pub use builtins::{Builtin, BUILTINS};
 mod sha256_base32;
 #[cfg(test)]
 mod test_cluster;
@@ -103,12 +106,16 @@ pub fn builtin(name: &str) -> Option<Box<dyn Proxier>> {
     }
 }
 
-/// Names accepted by [`builtin`].
-pub const BUILTIN: [&str; 3] = [
-    "kube-proxy-ipvs",
-    "kube-proxy-iptables",
-    "kube-proxy-nftables",
-];
+/// Names accepted by [`builtin`], from [`BUILTINS`].
+pub const BUILTIN: [&str; BUILTINS.len()] = {
+    let mut names = [""; BUILTINS.len()];
+    let mut i = 0;
+    while i < BUILTINS.len() {
+        names[i] = BUILTINS[i].name;
+        i += 1;
+    }
+    names
+};
 
 /// Whether the proxier `spec` names needs IP_VS in the kernel, decided from what it is, not
 /// from its spelling: the IPVS built-in, a real kube-proxy in IPVS mode, or a `replay:`
@@ -120,5 +127,28 @@ pub fn needs_ipvs(spec: &str) -> bool {
     if let Some(dir) = spec.strip_prefix("replay:") {
         return replay::Replay::new(dir).captures_ipvs();
     }
-    spec == "kube-proxy-ipvs" || spec.starts_with("kube-proxy:ipvs")
+    BUILTINS.iter().any(|b| b.needs_ipvs && b.name == spec) || spec.starts_with("kube-proxy:ipvs")
+}
+
+#[cfg(test)]
+mod builtin_tests {
+    use super::*;
+
+    /// Every built-in of the list is built by its name and names itself so; nothing else is.
+    #[test]
+    fn the_list_of_built_ins_is_what_builtin_builds() {
+        for b in &BUILTINS {
+            let built = builtin(b.name).unwrap_or_else(|| panic!("{} is not built", b.name));
+            assert_eq!(built.name(), b.name);
+            assert_eq!(needs_ipvs(b.name), b.needs_ipvs, "{}", b.name);
+            assert_eq!(
+                b.needs_ipvs,
+                b.tests.starts_with("needs_ipvs_"),
+                "{}",
+                b.tests
+            );
+        }
+        assert_eq!(BUILTIN.len(), BUILTINS.len());
+        assert!(builtin("kube-proxy-userspace").is_none());
+    }
 }
