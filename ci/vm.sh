@@ -42,9 +42,14 @@ trap 'rm -rf "$pipe_dir"' EXIT
 mkfifo "$pipe_dir/out"
 cat "$pipe_dir/out" &
 reader=$!
+# The command goes to the guest as a script file (the guest sees this machine's files), not on
+# the kernel command line that carries --exec: that line holds 2048 bytes, and a longer command
+# (a test filter with many --skip) was cut off, leaving the VM idle until the timeout.
+printf 'modprobe -a br_netfilter ip_vs dummy xt_ipvs 2>/dev/null\ncd %q && exec %s\n' \
+  "$PWD" "$(printf '%q ' "$@")" > "$pipe_dir/command.sh"
 timeout --kill-after=30 "${KPCT_VM_TIMEOUT:-1500}" "$vng" --disable-kvm --run "$kernel" \
   --memory "${KPCT_VM_MEMORY:-3G}" --cpus "$(nproc)" "${rw[@]}" \
-  --exec "modprobe -a br_netfilter ip_vs dummy xt_ipvs 2>/dev/null; cd $(printf '%q' "$PWD") && $(printf '%q ' "$@")" \
+  --exec "bash $(printf '%q' "$pipe_dir/command.sh")" \
   </dev/null >"$pipe_dir/out" 2>&1 &
 vm=$!
 trap 'kill -TERM -- "-$vm" 2>/dev/null' INT TERM HUP

@@ -349,3 +349,52 @@ fn a_signal_to_vm_sh_ends_the_vm() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A command of any length reaches the VM whole: vng hands `--exec` to the guest on the kernel
+/// command line, which holds 2048 bytes, and a test filter with twenty `--skip`s was cut off
+/// there, leaving the VM idle for an hour. ci/vm.sh now passes a short `--exec` that runs the
+/// command from a script file; a stand-in vng runs that `--exec` as the guest would.
+#[test]
+fn a_long_command_reaches_the_vm_whole() {
+    let dir = std::env::temp_dir().join(format!(
+        "{}long-exec",
+        kpct::topology::naming::RunPrefix::next().as_str()
+    ));
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(
+        bin.join("vng"),
+        "#!/bin/sh\nwhile [ $# -gt 0 ]; do\n  if [ \"$1\" = --exec ]; then echo \"exec: ${#2} bytes\"; sh -c \"$2\"; exit $?; fi\n  shift\ndone\nexit 99\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(bin.join("vng"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut args: Vec<String> = vec!["a b".into(), "it's".into(), "$HOME".into()];
+    args.extend((0..800).map(|i| format!("--skip=t{i}")));
+    let out = Command::new("bash")
+        .arg(repo().join("ci/vm.sh"))
+        .arg("--")
+        .arg("printf")
+        .arg("%s\\n")
+        .args(&args)
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()),
+        )
+        .env("KPCT_VM_KERNEL", "/boot/fake-vmlinuz")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let mut lines = stdout.lines();
+    let exec_bytes: usize = lines
+        .next()
+        .and_then(|l| l.strip_prefix("exec: "))
+        .and_then(|l| l.strip_suffix(" bytes"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(exec_bytes < 200, "a short --exec: {exec_bytes} bytes");
+    assert_eq!(lines.collect::<Vec<_>>(), args, "every argument, as given");
+}
