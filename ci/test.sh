@@ -74,6 +74,20 @@ echo "    $(wc -l < "$out/tests.tsv") test binaries"
 } > "$out/env.sh"
 
 kpct="${CARGO_TARGET_DIR:-$repo/target}/debug/kpct"
+
+# Every test binary the VM was to run has its summary line, or gets one that fails the run: a
+# VM that timed out or died part way must never read as a pass (seen: KPCT_VM_TIMEOUT ending
+# the VM in the middle of a binary, after which the binaries that had run summed to a pass).
+vm_unfinished() {
+  local rc="$1" name why
+  why="ci/vm.sh exited $rc"
+  [ "$rc" = 124 ] || [ "$rc" = 137 ] && why="the VM ran out of KPCT_VM_TIMEOUT=${KPCT_VM_TIMEOUT}s"
+  while IFS=$'\t' read -r name _; do
+    grep -q "^vm:$name"$'\t' "$out/summary.vm" 2> /dev/null && continue
+    echo "ci/test.sh: $name did not finish in the VM ($why); its log so far: $out/logs/vm-${name//[:\/]/_}.log" >&2
+    printf 'vm:%s\t%s\t\n' "$name" "$([ "$rc" = 0 ] && echo 1 || echo "$rc")" >> "$out/summary.vm"
+  done < "$out/tests.tsv"
+}
 runner=(bash "$repo/ci/run-binaries.sh" "$out")
 if [ "$quick" = 1 ]; then
   echo "==> QUICK MODE: tests that need IP_VS or SCTP (needs_ipvs_*, needs_sctp_*) are NOT run; this is not a full run"
@@ -89,7 +103,9 @@ else
     # A filter cannot be combined with the split below (libtest ORs filters): all in the VM.
     set +e
     bash "$repo/ci/vm.sh" --rwdir "$repo" -- "${runner[@]}" vm -- "${test_args[@]}"
+    vm_rc=$?
     set -e
+    vm_unfinished "$vm_rc"
   else
     # Every test runs exactly once, where the kernel has what it needs: those that need IP_VS
     # or SCTP in the VM, all others natively on this (real) kernel, which is many times faster than
@@ -107,6 +123,7 @@ else
       echo "ci/test.sh: the VM exited ($vm_rc) without running the IPVS tests: see the output above" >&2
       exit 1
     fi
+    vm_unfinished "$vm_rc"
   fi
 fi
 
