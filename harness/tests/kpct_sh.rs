@@ -379,7 +379,11 @@ fn a_long_command_reaches_the_vm_whole() {
         .args(&args)
         .env(
             "PATH",
-            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()),
+            format!(
+                "{}:{}",
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
         )
         .env("KPCT_VM_KERNEL", "/boot/fake-vmlinuz")
         .current_dir(&dir)
