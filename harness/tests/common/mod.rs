@@ -193,6 +193,24 @@ pub fn kpct_command(args: &[&str]) -> std::process::Command {
     command
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .args(args);
+    // kpct starts with the signal dispositions a terminal gives, whatever the suite inherited:
+    // a suite started in the background by a non-interactive shell (`cmd &`) has SIGINT
+    // ignored, which exec passes on, and a Ctrl-C a test sends before kpct's own handler is in
+    // place was then ignored (seen: `lab up` interrupted at once ran to completion).
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            use nix::sys::signal::{signal, SigHandler, Signal};
+            for s in [
+                Signal::SIGINT,
+                Signal::SIGTERM,
+                Signal::SIGHUP,
+                Signal::SIGQUIT,
+            ] {
+                signal(s, SigHandler::SigDfl).map_err(std::io::Error::from)?;
+            }
+            Ok(())
+        });
+    }
     command
 }
 
