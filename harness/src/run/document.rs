@@ -92,15 +92,34 @@ pub fn node_addresses(topo: &Topology) -> Vec<NodeAddress> {
 /// it converged and how not. Two proxiers that behave alike give the same lines: this is how a
 /// real kube-proxy is compared with the built-in of its mode.
 pub fn behaviour_lines(document: &str) -> Result<Vec<String>> {
-    use serde_yaml_ng::Value;
-    // A golden snapshot starts with insta's own header, a document of its own.
+    Ok(behaviour_lines_of(&read_document(document)?))
+}
+
+/// An observation document, read; a golden snapshot's own insta header (a document of its own
+/// before it) left out.
+fn read_document(document: &str) -> Result<serde_yaml_ng::Value> {
     let body = match document.strip_prefix("---\n") {
         Some(rest) => rest.split_once("\n---\n").map_or(rest, |(_, body)| body),
         None => document,
     };
-    let doc: Value = serde_yaml_ng::from_str(body).context("reading an observation document")?;
+    serde_yaml_ng::from_str(body).context("reading an observation document")
+}
+
+/// Every probe of a document: the initial ones, then each step's.
+fn probes(doc: &serde_yaml_ng::Value) -> impl Iterator<Item = &serde_yaml_ng::Value> {
+    use serde_yaml_ng::Value;
+    let steps = doc["steps"].as_sequence().into_iter().flatten();
+    std::iter::once(&doc["probes"])
+        .chain(steps.map(|step| &step["probes"]))
+        .filter_map(Value::as_sequence)
+        .flatten()
+}
+
+fn behaviour_lines_of(doc: &serde_yaml_ng::Value) -> Vec<String> {
     let mut lines = std::collections::BTreeSet::new();
-    probe_lines(doc.get("probes"), &mut lines);
+    for probe in probes(doc) {
+        probe_lines(probe, &mut lines);
+    }
     for step in doc["steps"].as_sequence().into_iter().flatten() {
         let name = yaml_text(&step["step"]);
         lines.insert(format!(
@@ -113,9 +132,8 @@ pub fn behaviour_lines(document: &str) -> Result<Vec<String>> {
                 yaml_text(difference)
             ));
         }
-        probe_lines(step.get("probes"), &mut lines);
     }
-    Ok(lines.into_iter().collect())
+    lines.into_iter().collect()
 }
 
 /// A scalar as written; anything else as YAML on one line.
@@ -131,69 +149,54 @@ fn yaml_text(v: &serde_yaml_ng::Value) -> String {
     }
 }
 
-/// The behaviour lines of a list of probe observations.
-fn probe_lines(
-    list: Option<&serde_yaml_ng::Value>,
-    lines: &mut std::collections::BTreeSet<String>,
-) {
-    use serde_yaml_ng::Value;
-    for probe in list.and_then(Value::as_sequence).into_iter().flatten() {
-        let name = yaml_text(&probe["probe"]);
-        let shots = probe["shots"]
-            .as_sequence()
-            .or_else(|| probe["outcomes"].as_sequence())
-            .into_iter()
-            .flatten();
-        for shot in shots {
-            let mut fields: Vec<String> = shot
-                .as_mapping()
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| {
-                    let (k, mut v) = (yaml_text(k), yaml_text(v));
-                    if k == "backend_saw" {
-                        v = any_source_port(&v);
-                    }
-                    format!("{k}={v}")
-                })
-                .collect();
-            fields.sort();
-            lines.insert(format!("probe {name}: {}", fields.join(", ")));
-        }
-        let mut backends: Vec<String> = probe["backends"]
-            .as_sequence()
+/// The behaviour lines of one probe observation.
+fn probe_lines(probe: &serde_yaml_ng::Value, lines: &mut std::collections::BTreeSet<String>) {
+    let name = yaml_text(&probe["probe"]);
+    let shots = probe["shots"]
+        .as_sequence()
+        .or_else(|| probe["outcomes"].as_sequence())
+        .into_iter()
+        .flatten();
+    for shot in shots {
+        let mut fields: Vec<String> = shot
+            .as_mapping()
             .into_iter()
             .flatten()
-            .map(yaml_text)
+            .map(|(k, v)| {
+                let (k, mut v) = (yaml_text(k), yaml_text(v));
+                if k == "backend_saw" {
+                    v = any_source_port(&v);
+                }
+                format!("{k}={v}")
+            })
             .collect();
-        backends.sort();
-        backends.dedup();
-        lines.insert(format!("probe {name} reached: [{}]", backends.join(", ")));
+        fields.sort();
+        lines.insert(format!("probe {name}: {}", fields.join(", ")));
     }
+    let mut backends: Vec<String> = probe["backends"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .map(yaml_text)
+        .collect();
+    backends.sort();
+    backends.dedup();
+    lines.insert(format!("probe {name} reached: [{}]", backends.join(", ")));
 }
 
 /// The probes (steps' included) a document records as exactly one shot.
-fn one_shot_probes(document: &str) -> Result<std::collections::BTreeSet<String>> {
-    use serde_yaml_ng::Value;
-    let body = match document.strip_prefix("---\n") {
-        Some(rest) => rest.split_once("\n---\n").map_or(rest, |(_, body)| body),
-        None => document,
-    };
-    let doc: Value = serde_yaml_ng::from_str(body).context("reading an observation document")?;
-    let lists = std::iter::once(doc.get("probes")).chain(
-        doc["steps"]
-            .as_sequence()
-            .into_iter()
-            .flatten()
-            .map(|s| s.get("probes")),
-    );
-    Ok(lists
-        .flatten()
-        .filter_map(Value::as_sequence)
-        .flatten()
+fn one_shot_probes(doc: &serde_yaml_ng::Value) -> std::collections::BTreeSet<String> {
+    probes(doc)
         .filter(|p| p["shots"].as_sequence().is_some_and(|s| s.len() == 1))
         .map(|p| yaml_text(&p["probe"]))
-        .collect())
+        .collect()
+}
+
+/// Whether a behaviour line is one of `probe`'s: an outcome or the backends it reached.
+fn of_probe(line: &str, probe: &str) -> bool {
+    line.strip_prefix("probe ")
+        .and_then(|rest| rest.strip_prefix(probe))
+        .is_some_and(|rest| rest.starts_with(": ") || rest.starts_with(" reached: "))
 }
 
 /// `SOURCE:PORT -> DEST` with the source port written `*`: a sequence records each shot's own
@@ -219,19 +222,9 @@ fn any_source_port(flow: &str) -> String {
 /// proxier whose choice is not known in advance (a real IPVS kube-proxy, its real servers in
 /// the order Go's maps give) shows whole. The expectations judge whether each is allowed.
 pub fn behaviour_differences(a: &str, b: &str) -> Result<Vec<String>> {
-    let (a_one, b_one) = (one_shot_probes(a)?, one_shot_probes(b)?);
-    let (mut a, mut b) = (behaviour_lines(a)?, behaviour_lines(b)?);
-    let of = |lines: &[String], probe: &str| -> Vec<String> {
-        let (outcome, reached) = (
-            format!("probe {probe}: "),
-            format!("probe {probe} reached: "),
-        );
-        lines
-            .iter()
-            .filter(|l| l.starts_with(&outcome) || l.starts_with(&reached))
-            .cloned()
-            .collect()
-    };
+    let (a, b) = (read_document(a)?, read_document(b)?);
+    let (a_one, b_one) = (one_shot_probes(&a), one_shot_probes(&b));
+    let (mut a, mut b) = (behaviour_lines_of(&a), behaviour_lines_of(&b));
     let reached = |lines: &[String], probe: &str| -> Vec<String> {
         let head = format!("probe {probe} reached: [");
         lines
@@ -253,11 +246,10 @@ pub fn behaviour_differences(a: &str, b: &str) -> Result<Vec<String>> {
             } else {
                 (&b, &a)
             };
-            let (one_lines, whole_lines) = (of(one, probe), of(whole, probe));
-            let outcomes_in = one_lines
+            let outcomes_in = one
                 .iter()
-                .filter(|l| !l.contains(" reached: "))
-                .all(|l| whole_lines.contains(l));
+                .filter(|l| of_probe(l, probe) && !l.contains(" reached: "))
+                .all(|l| whole.contains(l));
             let whole_reached = reached(whole, probe);
             outcomes_in
                 && reached(one, probe)
@@ -267,12 +259,8 @@ pub fn behaviour_differences(a: &str, b: &str) -> Result<Vec<String>> {
         .cloned()
         .collect();
     for probe in &covered {
-        let drop = |lines: &mut Vec<String>| {
-            let mine = of(lines, probe);
-            lines.retain(|l| !mine.contains(l));
-        };
-        drop(&mut a);
-        drop(&mut b);
+        a.retain(|l| !of_probe(l, probe));
+        b.retain(|l| !of_probe(l, probe));
     }
     let only = |x: &[String], y: &[String], sign: char| -> Vec<String> {
         x.iter()
