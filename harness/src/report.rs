@@ -86,6 +86,18 @@ pub fn shots(p: &ProbeObservation) -> &[ShotObservation] {
 
 pub use crate::observe::spelled;
 
+/// `delivered → web-1, web-2`: a probe's distinct verdicts and the backends it reached.
+pub fn outcome_summary(p: &ProbeObservation) -> String {
+    let mut s = dedup(shots(p).iter().map(|s| spelled(s.verdict))).join(", ");
+    if !p.backends.is_empty() {
+        s.push_str(&format!(
+            " → {}",
+            dedup(p.backends.iter().cloned()).join(", ")
+        ));
+    }
+    s
+}
+
 /// `items` without repeats, in first-seen order.
 pub fn dedup(items: impl Iterator<Item = String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();

@@ -8,7 +8,7 @@
 
 use super::markup::{self, code, strong, text, Block, Line};
 use super::results::Results;
-use super::{dedup, probe_violations, shots, spelled};
+use super::{probe_violations, shots, spelled};
 use crate::evidence::{NodeEvidence, ProbeEvidence};
 use crate::observe::ProbeObservation;
 use crate::run::ScenarioRun;
@@ -312,7 +312,7 @@ pub fn blocks(results: &Results) -> Vec<Block> {
                 code(r.observation.proxier.as_str()),
                 text(": "),
                 code(p.probe.as_str()),
-                text(format!(" — {}", outcome_summary(p))),
+                text(format!(" — {}", super::outcome_summary(p))),
             ]
         })
         .collect();
@@ -329,18 +329,6 @@ fn plural(n: usize) -> &'static str {
     } else {
         "s"
     }
-}
-
-/// `delivered → web-1, web-2`.
-fn outcome_summary(p: &ProbeObservation) -> String {
-    let mut s = dedup(shots(p).iter().map(|s| spelled(s.verdict))).join(", ");
-    if !p.backends.is_empty() {
-        s.push_str(&format!(
-            " → {}",
-            dedup(p.backends.iter().cloned()).join(", ")
-        ));
-    }
-    s
 }
 
 fn failure(out: &mut Vec<Block>, results: &Results, run: &ScenarioRun, probe: &ProbeObservation) {

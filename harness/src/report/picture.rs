@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 /// The traced path of one shot, node by node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Picture {
-    /// What the traced shot did, in the words every output uses (`dropped`, `delivered to
+    /// What the traced shot did, as the report sums up a probe (`dropped`, `delivered →
     /// web-1`).
     pub outcome: String,
     pub lanes: Vec<Lane>,
@@ -96,23 +96,13 @@ impl Picture {
                     .collect(),
             })
             .collect();
-        let verdicts: Vec<Verdict> = trace.observation.shots.iter().map(|s| s.verdict).collect();
-        let outcome = trace
-            .observation
-            .shots
+        let verdicts: Vec<Verdict> = super::shots(&trace.observation)
             .iter()
-            .map(|s| {
-                let mut o = crate::observe::spelled(s.verdict);
-                if let Some(b) = &s.backend {
-                    let _ = write!(o, " to {b}");
-                }
-                o
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
+            .map(|s| s.verdict)
+            .collect();
         let mark = mark(&lanes, Wrong::of(violations), &verdicts);
         Picture {
-            outcome,
+            outcome: super::outcome_summary(&trace.observation),
             lanes,
             mark,
         }
