@@ -18,7 +18,7 @@
 # stable Rust, in CI. Needs `rustup toolchain install nightly` and `cargo install cargo-fuzz`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-read -ra targets_all <<< "scenario programming_text replay_capture ipvs_netlink api_request"
+read -ra targets_all <<< "scenario programming_text replay_capture ipvs_netlink netfilter_netlink api_request"
 
 need_fuzzer() {
     if ! cargo +nightly --version >/dev/null 2>&1; then
@@ -83,6 +83,9 @@ seed() {
     # IPVS replies: messages ipvs-genl's own tests build.
     KPCT_FUZZ_SEEDS="$tmp/ipvs" cargo test --quiet -p ipvs-genl --lib -- --ignored write_fuzz_seeds >/dev/null
     for f in "$tmp"/ipvs/*; do keep ipvs_netlink "$f"; done
+    # nfnetlink replies: conntrack and table dumps, trace events, rules, as kpct's tests build them.
+    KPCT_FUZZ_SEEDS="$tmp/netfilter" cargo test --quiet -p kpct --lib -- --ignored write_fuzz_seeds >/dev/null
+    for f in "$tmp"/netfilter/*; do keep netfilter_netlink "$f"; done
     # API requests, as kube-proxy, kube-router and kube-rs send them.
     local req i=0
     for req in \

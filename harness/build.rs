@@ -33,7 +33,7 @@ fn modules(stem: &str) -> Vec<(String, &'static str, &'static str)> {
 
 /// The real kube-proxy versions `ci/real-proxiers.sh` can build, each run against the library
 /// in iptables and nftables mode (natively; in the VM where a scenario needs IP_VS or SCTP, for
-/// the newest only, the emulated VM being dear). Only the newest is in the CI set of
+/// the newest only, the emulated VM being dear) and in IPVS mode (in the VM). Only the newest is in the CI set of
 /// `ci/real-proxiers.sh`: each cold Go build costs 5-7 of CI's 40 minutes. The older ones'
 /// tests are ignored (`ci/real-proxiers.sh --all`, then `cargo test --test real_scenarios --
 /// --ignored`).
@@ -90,16 +90,15 @@ fn real_tests(stem: &str) -> Vec<RealTest> {
                 Some(_) => {}
             }
         }
-        // Every scenario in IPVS mode for the newest, so that the whole library runs against
-        // the real IPVS mode with one command (`ci/test.sh --vm -- needs_ipvs_real_
-        // --include-ignored`); in CI only [`REAL_IPVS`].
-        if newest {
-            out.push(RealTest {
-                module: format!("needs_ipvs_real_{v}_ipvs"),
-                spec: format!("kube-proxy:ipvs:{version}"),
-                ignored: !REAL_IPVS.contains(&stem),
-            });
-        }
+        // Every scenario in IPVS mode for every version, so that the whole library runs
+        // against a real IPVS mode with one command (`ci/test.sh --vm --
+        // needs_ipvs_real_v1_37_2_ipvs --include-ignored`); in CI only [`REAL_IPVS`] of the
+        // newest.
+        out.push(RealTest {
+            module: format!("needs_ipvs_real_{v}_ipvs"),
+            spec: format!("kube-proxy:ipvs:{version}"),
+            ignored: !(newest && REAL_IPVS.contains(&stem)),
+        });
     }
     out
 }

@@ -217,10 +217,28 @@ fn tcp_listen(ns: &Netns, addr: SocketAddr) -> Result<tokio::net::TcpListener> {
     Ok(tokio::net::TcpListener::from_std(listener)?)
 }
 
+/// A one-to-one SCTP socket (std has none), in the calling thread's namespace. Fails
+/// (EPROTONOSUPPORT) when the kernel has no SCTP, as this suite's host has not (the VM's has).
+pub(crate) fn sctp_socket() -> std::io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: socket(2) with constant arguments; the result is checked before it is owned.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            libc::IPPROTO_SCTP,
+        )
+    };
+    if raw < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh descriptor nothing else owns.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(raw) })
+}
+
 /// A listening SCTP socket: the kernel answers INITs on it by itself.
 fn sctp_listen(addr: SocketAddrV4) -> std::io::Result<OwnedFd> {
     use nix::sys::socket::{bind, listen, Backlog, SockaddrIn};
-    let fd = crate::caps::sctp_socket().map_err(|e| {
+    let fd = sctp_socket().map_err(|e| {
         std::io::Error::other(format!(
             "this kernel has no SCTP (CONFIG_IP_SCTP, module sctp): socket(IPPROTO_SCTP): {e}"
         ))

@@ -1,9 +1,9 @@
 //! What the running kernel offers the suite, found by trying each feature in a throwaway
 //! namespace (config files lie about modules; a failed `create` does not).
 
+use crate::netns::naming::RunPrefix;
 use crate::netns::Netns;
 use crate::programming::IpSetType;
-use crate::topology::naming::RunPrefix;
 use anyhow::Result;
 use std::fmt;
 
@@ -155,7 +155,8 @@ fn probe_cmd(ns: &Netns, program: &str, args: &[&str]) -> Cap {
 /// Bridged pod-to-pod replies only pass IPVS/conntrack reverse NAT when bridged IPv4 goes
 /// through netfilter (`net.bridge.bridge-nf-call-iptables`, per namespace since Linux 5.3).
 fn br_netfilter(ns: &Netns) -> Result<Cap> {
-    let present = ns.run(|| std::path::Path::new(BRIDGE_NF_CALL_IPTABLES).exists())?;
+    let present =
+        ns.run(|| std::path::Path::new(crate::topology::BRIDGE_NF_CALL_IPTABLES).exists())?;
     Ok(if present {
         Cap::Yes
     } else {
@@ -165,7 +166,7 @@ fn br_netfilter(ns: &Netns) -> Result<Cap> {
 
 /// SCTP probes need the protocol in the kernel: an SCTP socket can be made.
 fn sctp(ns: &Netns) -> Result<Cap> {
-    let made = ns.run(|| sctp_socket().map(drop))?;
+    let made = ns.run(|| crate::backends::sctp_socket().map(drop))?;
     Ok(match made {
         Ok(()) => Cap::Yes,
         Err(e) => Cap::No(format!(
@@ -173,9 +174,6 @@ fn sctp(ns: &Netns) -> Result<Cap> {
         )),
     })
 }
-
-/// The sysctl file that exists once br_netfilter is active in a namespace.
-pub const BRIDGE_NF_CALL_IPTABLES: &str = "/proc/sys/net/bridge/bridge-nf-call-iptables";
 
 /// The running kernel's capabilities, probed on the first call of a process and remembered:
 /// probing loads modules and builds a namespace (slow under TCG), and a kernel's features do not
@@ -294,22 +292,4 @@ fn require(feature: Feature, what: &str) {
             caps.kernel
         );
     }
-}
-
-/// A one-to-one SCTP socket (std has none), in the calling thread's namespace. Fails
-/// (EPROTONOSUPPORT) when the kernel has no SCTP, as this suite's host has not (the VM's has).
-pub(crate) fn sctp_socket() -> std::io::Result<std::os::fd::OwnedFd> {
-    // SAFETY: socket(2) with constant arguments; the result is checked before it is owned.
-    let raw = unsafe {
-        libc::socket(
-            libc::AF_INET,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-            libc::IPPROTO_SCTP,
-        )
-    };
-    if raw < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `raw` is a fresh descriptor nothing else owns.
-    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(raw) })
 }

@@ -11,6 +11,7 @@
 pub mod counters;
 pub mod excerpt;
 
+use crate::netns::naming::{mac_for, BRIDGE_IF, UNDERLAY_IF};
 use crate::netns::Netns;
 use crate::probe::{ProbePlan, Source};
 use crate::programming::kube_ipvs0::{self, DeviceState};
@@ -18,7 +19,6 @@ use crate::programming::nft::NftTable;
 use crate::programming::tools::Xtables;
 use crate::programming::{effective_state, EffectiveState, ReadOptions};
 use crate::scenario::{Expectation, Probe, ProbeSource, ProbeTarget, Scenario, TargetPort, Via};
-use crate::topology::naming::{mac_for, BRIDGE_IF, UNDERLAY_IF};
 use crate::topology::Topology;
 use excerpt::Target;
 use ipvs_genl::{format_list, Info, IpvsHandle, TableEntry};
@@ -84,7 +84,7 @@ struct NodeState {
     counters6: Result<String, String>,
     /// The nftables tables listed with the rules' counters.
     nft: Result<BTreeMap<NftTable, Vec<String>>, String>,
-    conntrack: Result<Vec<crate::conntrack::Entry>, String>,
+    conntrack: Result<Vec<crate::netfilter::conntrack::Entry>, String>,
 }
 
 fn read_node(ns: &Netns) -> NodeState {
@@ -108,7 +108,8 @@ fn read_node(ns: &Netns) -> NodeState {
     };
     let nft = crate::programming::nft::read_tables_with_counters(ns)
         .map_err(|e| format!("reading nftables rule counters: {e}"));
-    let conntrack = crate::conntrack::entries(ns).map_err(|e| format!("reading conntrack: {e:#}"));
+    let conntrack =
+        crate::netfilter::conntrack::entries(ns).map_err(|e| format!("reading conntrack: {e:#}"));
     NodeState {
         effective,
         ipvs,
@@ -233,8 +234,11 @@ const CONNTRACK_SHOWN: usize = 10;
 
 /// The entries whose original direction goes to a target, one line each, at most
 /// [`CONNTRACK_SHOWN`] and a line saying how many more.
-fn conntrack_lines(entries: &[crate::conntrack::Entry], targets: &[Target]) -> Vec<String> {
-    let hits: Vec<&crate::conntrack::Entry> = entries
+fn conntrack_lines(
+    entries: &[crate::netfilter::conntrack::Entry],
+    targets: &[Target],
+) -> Vec<String> {
+    let hits: Vec<&crate::netfilter::conntrack::Entry> = entries
         .iter()
         .filter(|e| {
             targets.iter().any(|t| {

@@ -7,7 +7,7 @@
 //! so flushes for other probes leave them alone: a kept flow is never judged on a conntrack
 //! table the harness emptied under it.
 
-use crate::conntrack;
+use crate::netfilter::conntrack;
 use crate::netns::Netns;
 use crate::probe::{self, KeptEntries, ProbePlan, Shot, Source};
 use crate::scenario::Protocol;

@@ -12,11 +12,12 @@ use std::sync::OnceLock;
 pub type Surface = fn(&[u8]);
 
 /// The fuzz targets, by name: what `ci/fuzz.sh` runs and the corpus directories are named for.
-pub const TARGETS: [(&str, Surface); 5] = [
+pub const TARGETS: [(&str, Surface); 6] = [
     ("scenario", scenario),
     ("programming_text", programming_text),
     ("replay_capture", replay_capture),
     ("ipvs_netlink", ipvs_netlink),
+    ("netfilter_netlink", netfilter_netlink),
     ("api_request", api_request),
 ];
 
@@ -111,6 +112,13 @@ pub fn ipvs_netlink(data: &[u8]) {
     for service in decoded.services.into_iter().flatten() {
         let _ = ipvs_genl::format_save(&[(service, Vec::new())]);
     }
+}
+
+/// A read of nfnetlink replies, as kpct takes the kernel's: each message decoded by
+/// `netlink-packet-netfilter`, then read for what kpct uses of it (a conntrack entry, a table's
+/// name, a trace event, whether a rule drops plainly).
+pub fn netfilter_netlink(data: &[u8]) {
+    crate::netfilter::read_replies(data);
 }
 
 /// A connection to the API server: raw bytes (one or more HTTP/1 requests), served the

@@ -4,10 +4,10 @@
 //! programming to every node and persists the namespaces; `lab down` removes them. Everything
 //! stays inside those namespaces, reachable with `ip netns exec`.
 
+use crate::netns::naming::RunPrefix;
 use crate::netns::{self, NETNS_DIR, SUITE_PREFIX};
 use crate::run::NodeProgrammer;
 use crate::scenario::{IpFamily, Scenario};
-use crate::topology::naming::RunPrefix;
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
 
@@ -118,7 +118,7 @@ pub fn list() -> Result<Vec<String>> {
     let mut labs: Vec<String> = existing_all(&marker)?
         .into_iter()
         .filter_map(|n| {
-            n.strip_suffix(&format!("{}fabric", crate::topology::naming::LAB_SEPARATOR))
+            n.strip_suffix(&format!("{}fabric", crate::netns::naming::LAB_SEPARATOR))
                 .and_then(|n| n.strip_prefix(&marker))
                 .map(str::to_string)
         })

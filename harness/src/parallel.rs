@@ -2,7 +2,7 @@
 //!
 //! A run waits far more than it computes (a dropped probe is proven by a 2 s silence), so runs
 //! overlap well even on a machine with few cores. Each run builds its own namespaces under its
-//! own [`RunPrefix`](crate::topology::naming::RunPrefix) and fixes its own MACs, addresses and
+//! own [`RunPrefix`](crate::netns::naming::RunPrefix) and fixes its own MACs, addresses and
 //! ports inside them, so concurrent runs share nothing the kernel keys per namespace: conntrack,
 //! routes, rules, sockets and the per-destination ICMP rate limit are all per network namespace
 //! (older kernels share the host-wide ICMP budget, `icmp_msgs_per_sec` = 1000/s, far above the

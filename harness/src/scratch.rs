@@ -26,7 +26,7 @@ impl ScratchDir {
     pub fn new(what: &str) -> Result<ScratchDir> {
         let path = std::env::temp_dir().join(format!(
             "{}{what}-{}",
-            crate::topology::naming::owner_prefix(std::process::id()),
+            crate::netns::naming::owner_prefix(std::process::id()),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         crate::netns::install_signal_cleanup();

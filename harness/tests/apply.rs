@@ -3,6 +3,7 @@
 
 use ipvs_genl::{Destination, ForwardMethod, Protocol, Service, ServiceKey};
 use kpct::caps;
+use kpct::netns::naming::RunPrefix;
 use kpct::netns::{install_signal_cleanup, Netns};
 use kpct::programming::kube_ipvs0::{DeviceKind, DevicePolicy};
 use kpct::programming::text::{parse_text_with_sources, render_text};
@@ -11,7 +12,6 @@ use kpct::programming::{
     Programming, ReadOptions, Step, Table, TableRules, VirtualServer,
 };
 use kpct::scenario::IpFamily;
-use kpct::topology::naming::RunPrefix;
 use std::collections::BTreeMap;
 
 fn netns(role: &str) -> Netns {
@@ -702,7 +702,7 @@ fn needs_ipvs_delete_others_keeps_only_the_excluded_foreign_services() {
 /// that there is nothing to save: that answer must follow what the namespace really holds.
 #[test]
 fn netlink_says_whether_a_namespace_holds_tables_and_sets() {
-    use kpct::nfnetlink::{holds_no_ip_tables, holds_no_ipsets};
+    use kpct::netfilter::{ipset::holds_no_ipsets, tables::holds_no_ip_tables};
     let ns = netns("presence");
     assert_eq!(holds_no_ip_tables(&ns), Some(true), "a fresh namespace");
     assert_eq!(holds_no_ipsets(&ns), Some(true), "a fresh namespace");
@@ -862,7 +862,7 @@ fn conntrack_cleanup_deletes_entries_whose_reply_source_is_not_serving() {
         .unwrap()
     };
     let udp_53 = || {
-        kpct::conntrack::entries(&ns)
+        kpct::netfilter::conntrack::entries(&ns)
             .unwrap()
             .into_iter()
             .filter(|e| e.original.protocol == 17 && e.original.dport == 53)
@@ -873,7 +873,7 @@ fn conntrack_cleanup_deletes_entries_whose_reply_source_is_not_serving() {
         udp_53(),
         1,
         "the datagram left an entry: {:?}",
-        kpct::conntrack::entries(&ns)
+        kpct::netfilter::conntrack::entries(&ns)
     );
     let cleanup = |serving: &str| {
         let mut p = track.clone();

@@ -277,14 +277,14 @@ async fn the_verdict_table_lives_only_as_long_as_its_watch() {
     let tables = |topo: &Topology| {
         topo.nodes()
             .iter()
-            .map(|n| kpct::nfnetlink::nft_tables(&n.netns).unwrap())
+            .map(|n| kpct::netfilter::tables::nft_tables(&n.netns).unwrap())
             .collect::<Vec<_>>()
     };
     assert!(tables(&topo).iter().all(Vec::is_empty));
     let watch = kpct::drop_verdicts::VerdictWatch::open(&topo).unwrap();
     let held = vec![(
-        kpct::drop_verdicts::FAMILY,
-        kpct::drop_verdicts::TABLE.to_string(),
+        kpct::netfilter::verdict_table::FAMILY,
+        kpct::netfilter::verdict_table::TABLE.to_string(),
     )];
     assert_eq!(tables(&topo), vec![held.clone(), held]);
     // What the suite reads as a node's nftables state (evidence, convergence) leaves it out.

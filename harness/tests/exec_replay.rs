@@ -3,6 +3,7 @@
 mod common;
 
 use kpct::cluster::{ClusterState, NodeContext};
+use kpct::netns::naming::RunPrefix;
 use kpct::netns::{install_signal_cleanup, Netns};
 use kpct::programming::{
     effective_state, Applier, ApplyOptions, ChainDecl, EffectiveState, IpSet, IpSetType,
@@ -13,7 +14,6 @@ use kpct::proxier::kube_proxy_iptables::KubeProxyIptables;
 use kpct::proxier::kube_proxy_nftables::KubeProxyNftables;
 use kpct::proxier::replay::{self, Replay};
 use kpct::proxier::Proxier;
-use kpct::topology::naming::RunPrefix;
 use std::path::{Path, PathBuf};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");

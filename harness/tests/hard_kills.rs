@@ -343,7 +343,7 @@ fn a_kill_at_any_point_leaves_the_host_as_it_was() {
                 let owner = format!("kpct-{pid}_");
                 // A lab's namespaces take its name once it is whole.
                 let lab_prefix = case.lab.as_ref().map(|lab| {
-                    kpct::topology::naming::RunPrefix::lab(lab)
+                    kpct::netns::naming::RunPrefix::lab(lab)
                         .as_str()
                         .to_string()
                 });

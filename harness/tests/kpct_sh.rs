@@ -103,7 +103,7 @@ fn a_run_hands_only_what_this_kernel_lacks_to_the_vm() {
     let lacks = |f| !caps.missing(&[f]).is_empty();
     let dir = std::env::temp_dir().join(format!(
         "{}vm-runner",
-        kpct::topology::naming::RunPrefix::next().as_str()
+        kpct::netns::naming::RunPrefix::next().as_str()
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("calls");
@@ -358,7 +358,7 @@ fn a_signal_to_vm_sh_ends_the_vm() {
 fn a_long_command_reaches_the_vm_whole() {
     let dir = std::env::temp_dir().join(format!(
         "{}long-exec",
-        kpct::topology::naming::RunPrefix::next().as_str()
+        kpct::netns::naming::RunPrefix::next().as_str()
     ));
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();

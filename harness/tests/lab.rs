@@ -228,7 +228,7 @@ fn an_interrupted_lab_up_leaves_nothing() {
         ),
     );
     let _guard = DownOnDrop(name.clone());
-    let prefix = kpct::topology::naming::RunPrefix::lab(&name);
+    let prefix = kpct::netns::naming::RunPrefix::lab(&name);
     // fabric + node + 40 pods. Each signal is sent once the build has made that many namespaces
     // (inotify, not a delay): below the total the run is mid-build by construction.
     const NAMESPACES: usize = 42;

@@ -4,9 +4,9 @@ mod common;
 
 use common::processes::{descendants, wait_for_descendants, Watched};
 use common::{kube_proxy_binary, library_scenario as scenario};
+use kpct::netns::naming::RunPrefix;
 use kpct::netns::{install_signal_cleanup, Netns};
 use kpct::proxier::real::process::ProxierProcess;
-use kpct::topology::naming::RunPrefix;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -159,7 +159,7 @@ fn a_real_proxier_dies_with_kpct_even_by_sigkill() {
     holder.wait().unwrap();
     watched.assert_all_end_within(Duration::from_secs(10), "the proxier");
     // The holder's namespaces, left by its SIGKILL, for `kpct cleanup`: nothing holds them.
-    let prefix = kpct::topology::naming::owner_prefix(holder_pid);
+    let prefix = kpct::netns::naming::owner_prefix(holder_pid);
     let left: Vec<String> = kpct::netns::leftovers(false)
         .unwrap()
         .into_iter()
@@ -193,7 +193,7 @@ fn run(
 
 /// Nothing of this test process's runs is left: no namespace, no proxier process.
 fn nothing_left() {
-    let mine = kpct::topology::naming::owner_prefix(std::process::id());
+    let mine = kpct::netns::naming::owner_prefix(std::process::id());
     let namespaces: Vec<String> = std::fs::read_dir("/run/netns")
         .into_iter()
         .flatten()

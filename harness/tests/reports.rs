@@ -802,7 +802,7 @@ fn proxiers_are_named_as_given_in_every_output() {
 fn evidence_of_an_inline_nftables_proxier_shows_the_rule_and_its_counter() {
     let dir = std::env::temp_dir().join(format!(
         "{}inline-nft",
-        kpct::topology::naming::RunPrefix::next().as_str()
+        kpct::netns::naming::RunPrefix::next().as_str()
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let proxier = dir.join("inline-nft.sh");
@@ -1144,7 +1144,7 @@ fn the_report_draws_the_failing_path_with_the_wrong_hop_marked_in_a_browser() {
 
     let dir = std::env::temp_dir().join(format!(
         "{}picture",
-        kpct::topology::naming::RunPrefix::next().as_str()
+        kpct::netns::naming::RunPrefix::next().as_str()
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let red = [0xd0, 0x00, 0x00];

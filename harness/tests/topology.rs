@@ -4,8 +4,8 @@ mod common;
 
 use common::udp_socket;
 use kpct::capture::{Capture, Flow};
+use kpct::netns::naming::VXLAN_PORT;
 use kpct::scenario::Scenario;
-use kpct::topology::naming::VXLAN_PORT;
 use kpct::topology::Topology;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
@@ -366,7 +366,7 @@ fn a_signal_at_any_point_of_a_large_build_leaves_nothing() {
 fn cleanup_tells_a_reused_pid_from_the_owner() {
     kpct::netns::install_signal_cleanup();
     let pid = std::process::id();
-    let mine = kpct::topology::naming::RunPrefix::next();
+    let mine = kpct::netns::naming::RunPrefix::next();
     let own = kpct::netns::Netns::create(&format!("{}probe", mine.as_str())).unwrap();
     // The same pid with another start time: a namespace left by an earlier process whose pid
     // this test process now has.

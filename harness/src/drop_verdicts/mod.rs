@@ -34,40 +34,42 @@
 //! What the shot then records (no answer, delivered nowhere) is what the timeout would have
 //! recorded. `kpct run --wait-out-drops` turns this off, to compare.
 
-mod netlink;
-
+use crate::netfilter::socket::{decode, errno, Message};
+use crate::netfilter::trace_event::{self, TraceEvent};
+use crate::netfilter::verdict_table::{self as table, Chain, Marking, TABLE};
 use crate::netns::Netns;
 use crate::probe::packet::ProbePacket;
 use crate::scenario::Protocol;
 use crate::topology::Topology;
 use anyhow::{anyhow, bail, Context, Result};
-use netlink::{Chain, Hook, Marking, TraceEvent};
+use netlink_packet_core::NetlinkPayload;
+use netlink_packet_netfilter::nftables::{InetHookNumber, NfTablesMessage};
+use netlink_packet_netfilter::NetfilterMessageInner;
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
-/// The table each node holds while probes fire, and its family (`NFPROTO_INET`).
-pub const TABLE: &str = "kpct-verdicts";
-pub const FAMILY: u8 = netlink::NFPROTO_INET;
+/// `include/uapi/linux/netfilter/nfnetlink.h`: the multicast group of nf_tables trace events.
+const NFNLGRP_NFTRACE: u32 = 9;
 
 /// Before every chain a proxier may have (raw is -300, conntrack -200), and after them all.
 const CHAINS: [Chain; 3] = [
     Chain {
         name: "mark-arriving",
-        hook: Hook::Prerouting,
+        hook: InetHookNumber::PreRouting,
         priority: -500,
         marks: true,
     },
     Chain {
         name: "mark-sent",
-        hook: Hook::Output,
+        hook: InetHookNumber::LocalOut,
         priority: -500,
         marks: true,
     },
     Chain {
         name: "see-sent",
-        hook: Hook::Output,
+        hook: InetHookNumber::LocalOut,
         priority: 500,
         marks: false,
     },
@@ -195,10 +197,10 @@ impl VerdictWatch {
             // Events nobody read (a node-socket probe's, say) may fill the socket, and the
             // kernel drops an acknowledgement that does not fit: stop them, then empty it.
             node.socket
-                .drop_membership(netlink::NFNLGRP_NFTRACE)
+                .drop_membership(NFNLGRP_NFTRACE)
                 .with_context(|| format!("leaving the trace of node {}", node.node))?;
             node.read(&mut |_| {})?;
-            let (batch, acked) = netlink::delete_table(TABLE);
+            let (batch, acked) = table::delete_table(TABLE);
             let deleted = node
                 .socket
                 .send_to(&batch, &SocketAddr::new(0, 0), 0)
@@ -230,7 +232,7 @@ impl VerdictWatch {
 
     /// Replaces every node's marking rules by those of `marks`, emptying what is queued.
     fn mark(&mut self, marks: &[Marking]) -> Result<()> {
-        let (batch, acked) = netlink::set_shot(TABLE, &CHAINS, marks);
+        let (batch, acked) = table::set_shot(TABLE, &CHAINS, marks);
         for node in &mut self.nodes {
             node.roles.clear();
             node.read(&mut |_| {})?;
@@ -296,9 +298,13 @@ impl VerdictWatch {
 impl NodeWatch {
     /// Reads the rule `handle` of `verdict`'s chain back: does it drop plainly?
     fn is_plain_drop(&self, family: u8, verdict: &DropVerdict, handle: u64) -> Result<bool> {
-        let request = netlink::get_rule(family, &verdict.table, &verdict.chain, handle, 1);
+        let request = table::get_rule(family, &verdict.table, &verdict.chain, handle, 1);
         self.query
-            .send_to(&request, &SocketAddr::new(0, 0), 0)
+            .send_to(
+                &crate::netfilter::socket::encode(&[request]),
+                &SocketAddr::new(0, 0),
+                0,
+            )
             .with_context(|| format!("asking node {} for a rule", self.node))?;
         let deadline = Instant::now() + SETUP_DEADLINE;
         let mut buf = vec![0u8; 64 * 1024];
@@ -319,10 +325,15 @@ impl NodeWatch {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Err(e.into()),
             };
-            for (kind, _, payload) in netlink::split(&buf[..n]) {
-                if kind == netlink::RULE {
-                    plain = netlink::is_plain_drop(payload);
-                } else if kind == netlink::NLMSG_ERROR {
+            for message in decode(&buf[..n]) {
+                // A rule that does not decode is not known to be plain: its shot waits.
+                let Ok(message) = message else { continue };
+                if let Some(rule) = nf_tables(&message).and_then(|m| match m {
+                    NfTablesMessage::NewRule(rule) => Some(rule),
+                    _ => None,
+                }) {
+                    plain = table::is_plain_drop(rule);
+                } else if errno(&message).is_some() {
                     // The acknowledgement ends the reply; a rule gone meanwhile is not plain.
                     return Ok(plain);
                 }
@@ -338,9 +349,14 @@ impl NodeWatch {
         loop {
             match self.socket.recv(&mut &mut buf[..], libc::MSG_DONTWAIT) {
                 Ok(n) => {
-                    for (kind, _, payload) in netlink::split(&buf[..n]) {
-                        if kind == netlink::TRACE_EVENT {
-                            if let Some(event) = netlink::parse_trace(payload) {
+                    for message in decode(&buf[..n]) {
+                        let Ok(message) = message else { continue };
+                        let NetlinkPayload::InnerMessage(m) = &message.payload else {
+                            continue;
+                        };
+                        if let NetfilterMessageInner::NfTables(NfTablesMessage::Trace(a)) = &m.inner
+                        {
+                            if let Some(event) = trace_event::parse(u8::from(m.header.family), a) {
                                 each(&event);
                             }
                         }
@@ -359,12 +375,12 @@ impl NodeWatch {
 /// Two netfilter netlink sockets in `ns`: one subscribed to trace events and owning the table,
 /// one for questions.
 fn open_node(ns: &Netns) -> Result<(Socket, Socket)> {
-    let (batch, acked) = netlink::create_table(TABLE, &CHAINS);
+    let (batch, acked) = table::create_table(TABLE, &CHAINS);
     let (socket, query) = ns.run(move || -> std::io::Result<(Socket, Socket)> {
         let mut socket = Socket::new(NETLINK_NETFILTER)?;
         socket.bind_auto()?;
         force_receive_buffer(&socket, RECEIVE_BUFFER)?;
-        socket.add_membership(netlink::NFNLGRP_NFTRACE)?;
+        socket.add_membership(NFNLGRP_NFTRACE)?;
         socket.send_to(&batch, &SocketAddr::new(0, 0), 0)?;
         let mut query = Socket::new(NETLINK_NETFILTER)?;
         query.bind_auto()?;
@@ -397,24 +413,33 @@ fn acknowledged(socket: &Socket, acked: Vec<u32>) -> Result<()> {
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => continue,
             Err(e) => return Err(e.into()),
         };
-        for (kind, seq, payload) in netlink::split(&buf[..n]) {
-            if kind != netlink::NLMSG_ERROR {
+        for message in decode(&buf[..n]) {
+            // Trace events the crate cannot read are no acknowledgement either.
+            let Ok(message) = message else { continue };
+            let Some(errno) = errno(&message) else {
                 continue;
-            }
-            let errno = payload
-                .get(..4)
-                .map(|e| -i32::from_ne_bytes([e[0], e[1], e[2], e[3]]))
-                .unwrap_or(0);
+            };
             if errno != 0 {
                 bail!(
                     "nf_tables refused: {}",
                     std::io::Error::from_raw_os_error(errno)
                 );
             }
-            waiting.retain(|s| *s != seq);
+            waiting.retain(|s| *s != message.header.sequence_number);
         }
     }
     Ok(())
+}
+
+/// The nf_tables message `message` carries, if it carries one.
+fn nf_tables(message: &Message) -> Option<&NfTablesMessage> {
+    match &message.payload {
+        NetlinkPayload::InnerMessage(m) => match &m.inner {
+            NetfilterMessageInner::NfTables(t) => Some(t),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// SO_RCVBUFFORCE: a buffer beyond `net.core.rmem_max` (we are root), so a burst of trace

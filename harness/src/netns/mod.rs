@@ -10,6 +10,7 @@
 //! never leaves one behind. `kpct cleanup` removes those of crashed runs by name prefix.
 
 pub mod holders;
+pub mod naming;
 
 use anyhow::{bail, Context, Result};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
@@ -38,7 +39,7 @@ pub struct CommandError {
 /// Where iproute2 keeps named namespaces.
 pub const NETNS_DIR: &str = "/run/netns";
 
-pub use crate::topology::naming::{LAB_PREFIX, SUITE_PREFIX};
+pub use naming::{LAB_PREFIX, SUITE_PREFIX};
 
 /// The namespaces this process owns, and whether it is shutting down. Creation holds the lock
 /// from before the name exists in /run/netns until the namespace is mounted there, and the
@@ -400,11 +401,11 @@ pub fn leftovers(include_live: bool) -> Result<Vec<String>> {
 }
 
 /// Whether the process named by `pid_start` (`<pid>_<start>`, see
-/// [`crate::topology::naming::owner_prefix`]) still runs: that pid exists *and* started at that
+/// [`crate::netns::naming::owner_prefix`]) still runs: that pid exists *and* started at that
 /// time, so a later process that reuses the pid is not taken for the owner. A name of an older
 /// kpct without the start time falls back to the pid alone.
 pub(crate) fn owner_is_alive(pid_start: &str) -> bool {
-    use crate::topology::naming::process_start;
+    use crate::netns::naming::process_start;
     let (pid, start) = match pid_start.split_once('_') {
         Some((pid, start)) => (pid, start.parse::<u64>().ok()),
         None => (pid_start, None),

@@ -11,13 +11,13 @@ pub mod packet;
 mod sctp;
 
 use crate::capture::{Capture, Flow};
-use crate::conntrack::Tuple;
 pub use crate::drop_verdicts::{DropVerdict, VerdictWatch};
+use crate::netfilter::conntrack::Tuple;
+use crate::netns::naming::{mac_for, BRIDGE_IF, UNDERLAY_IF};
 use crate::netns::Netns;
 use crate::scenario::{
     IpFamily, Node, Probe, ProbeTarget, Protocol, Scenario, ServicePort, TargetPort, Via,
 };
-use crate::topology::naming::{mac_for, BRIDGE_IF, UNDERLAY_IF};
 use crate::topology::Topology;
 use anyhow::{anyhow, bail, Context, Result};
 use packet::{Answer, ProbePacket};
@@ -384,7 +384,7 @@ pub struct Shot {
 /// Empties conntrack in every node, so no probe rides on state left by another.
 pub fn flush_conntrack(topo: &Topology) -> Result<()> {
     for node in topo.nodes() {
-        crate::nfnetlink::flush_conntrack(&node.netns)
+        crate::netfilter::conntrack::flush(&node.netns)
             .with_context(|| format!("on node {}", node.name))?;
     }
     Ok(())
@@ -400,7 +400,7 @@ impl KeptEntries {
         self.0.values().all(|s| s.is_empty())
     }
 
-    fn keeps(&self, node: &str, entry: &crate::conntrack::Entry) -> bool {
+    fn keeps(&self, node: &str, entry: &crate::netfilter::conntrack::Entry) -> bool {
         self.0
             .get(node)
             .is_some_and(|s| s.contains(&entry.original))
@@ -414,7 +414,7 @@ pub fn flush_conntrack_keeping(topo: &Topology, kept: &KeptEntries) -> Result<()
         return flush_conntrack(topo);
     }
     for node in topo.nodes() {
-        crate::conntrack::delete_where(&node.netns, |e| !kept.keeps(&node.name, e))
+        crate::netfilter::conntrack::delete_where(&node.netns, |e| !kept.keeps(&node.name, e))
             .with_context(|| format!("flushing conntrack on node {}", node.name))?;
     }
     Ok(())

@@ -581,13 +581,14 @@ fn apply_ipsets(ns: &Netns, p: &Programming) -> Result<(), StepError> {
 
 /// Deletes every entry one of the programming's cleanups names.
 fn apply_conntrack(ns: &Netns, p: &Programming) -> Result<usize, StepError> {
-    let entries = crate::conntrack::entries(ns).map_err(|e| StepError::plain(format!("{e:#}")))?;
+    let entries =
+        crate::netfilter::conntrack::entries(ns).map_err(|e| StepError::plain(format!("{e:#}")))?;
     let mut deleted = 0;
     for entry in &entries {
         let Some(index) = p.conntrack_cleanup.iter().position(|c| c.deletes(entry)) else {
             continue;
         };
-        crate::conntrack::delete(ns, &entry.original).map_err(|e| StepError {
+        crate::netfilter::conntrack::delete(ns, &entry.original).map_err(|e| StepError {
             input: Some(format!(
                 "conntrack `{}`",
                 render_conntrack_line(&p.conntrack_cleanup[index])

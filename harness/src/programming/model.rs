@@ -146,7 +146,7 @@ pub struct ConntrackCleanup {
 impl ConntrackCleanup {
     /// Whether the entry is one this cleanup deletes: of the family of `serving`, as each
     /// family's proxier lists only its family's table (`ListEntries(ipFamily)`).
-    pub fn deletes(&self, e: &crate::conntrack::Entry) -> bool {
+    pub fn deletes(&self, e: &crate::netfilter::conntrack::Entry) -> bool {
         let same_family = |a: &IpAddr| a.is_ipv4() == e.original.dst.is_ipv4();
         self.serving.first().is_some_and(same_family)
             && e.original.protocol == self.protocol.number()

@@ -284,11 +284,12 @@ fn command_table(command: &str) -> Result<Option<NftTable>, String> {
 /// the proxier's state ([`crate::drop_verdicts`]).
 pub fn list_tables(ns: &Netns) -> Result<Vec<NftTable>, NftError> {
     let tables =
-        crate::nfnetlink::nft_tables(ns).map_err(|e| NftError::Tables(format!("{e:#}")))?;
+        crate::netfilter::tables::nft_tables(ns).map_err(|e| NftError::Tables(format!("{e:#}")))?;
     Ok(tables
         .into_iter()
         .filter(|(family, name)| {
-            !(*family == crate::drop_verdicts::FAMILY && name == crate::drop_verdicts::TABLE)
+            !(*family == crate::netfilter::verdict_table::FAMILY
+                && name == crate::netfilter::verdict_table::TABLE)
         })
         .filter_map(|(family, name)| {
             Some(NftTable {

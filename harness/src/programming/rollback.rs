@@ -63,7 +63,7 @@ pub(super) fn record(
     }
     if !p.ipsets.is_empty() {
         // A fresh node holds no set: the kernel says so over netlink, sparing a tool run.
-        before.ipset_save = if crate::nfnetlink::holds_no_ipsets(ns) == Some(true) {
+        before.ipset_save = if crate::netfilter::ipset::holds_no_ipsets(ns) == Some(true) {
             String::new()
         } else {
             tools::run(ns, "ipset", &["save"], None).map_err(tool(Step::Ipsets))?
@@ -81,7 +81,7 @@ pub(super) fn record(
     if !p.iptables.is_empty() {
         // iptables-nft prints the `ip` family's nf_tables tables: with none, it prints nothing.
         let none = backend == IptablesBackend::Nft
-            && crate::nfnetlink::holds_no_ip_tables(ns) == Some(true);
+            && crate::netfilter::tables::holds_no_ip_tables(ns) == Some(true);
         before.iptables_save = if none {
             String::new()
         } else {

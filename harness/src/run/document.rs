@@ -1,8 +1,8 @@
 //! The observation document of one scenario × proxier: what the golden snapshot holds.
 
+use crate::netns::naming::{BRIDGE_IF, UNDERLAY_IF, VXLAN_IF};
 use crate::observe::{NodeAddress, ProbeObservation};
 use crate::proxier::programmer::NodeSummary;
-use crate::topology::naming::{BRIDGE_IF, UNDERLAY_IF, VXLAN_IF};
 use crate::topology::Topology;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};

@@ -3,10 +3,10 @@
 
 use crate::backends::Backends;
 use crate::cluster::ClusterState;
+use crate::netns::naming::RunPrefix;
 use crate::proxier::programmer::{NodeProgrammer, NodeSummary, RunProgrammer};
 use crate::proxier::Resync;
 use crate::scenario::{self, Scenario};
-use crate::topology::naming::RunPrefix;
 use crate::topology::{NodeNs, Topology};
 use anyhow::{Context, Result};
 use std::collections::BTreeSet;

@@ -12,17 +12,18 @@
 //! Nothing is created in the root namespace: the fabric itself is a namespace.
 
 pub(crate) mod link;
-pub mod naming;
 
 pub use link::NetlinkNs;
 
-use crate::caps::BRIDGE_NF_CALL_IPTABLES;
+use crate::netns::naming::*;
 use crate::netns::{install_signal_cleanup, Netns};
 use crate::scenario::{IpFamily, Ipv4Cidr, Ipv6Cidr, Scenario};
 use anyhow::{anyhow, bail, Context, Result};
-use naming::*;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
+
+/// The sysctl file that exists once br_netfilter is active in a namespace.
+pub const BRIDGE_NF_CALL_IPTABLES: &str = "/proc/sys/net/bridge/bridge-nf-call-iptables";
 
 /// A node namespace and what identifies it on the wire.
 #[derive(Debug)]

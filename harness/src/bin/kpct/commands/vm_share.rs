@@ -55,7 +55,7 @@ pub fn start(
 ) -> Result<Share> {
     let dir = std::env::temp_dir().join(format!(
         "{}vm-share",
-        kpct::topology::naming::RunPrefix::next().as_str()
+        kpct::netns::naming::RunPrefix::next().as_str()
     ));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let exe = std::env::current_exe().context("finding the kpct binary for the VM")?;
