@@ -1,42 +1,105 @@
 //! Deterministic conformance suite for Kubernetes service proxiers, run in network namespaces.
-pub mod api_objects;
-pub mod apiserver;
-pub mod backends;
-pub mod baseline;
-pub mod bench;
-pub mod caps;
-pub mod capture;
+//!
+//! The face: load a scenario ([`load`]), pick a proxier ([`builtin`], or any [`NodeProgrammer`]:
+//! `exec:`, `replay:`, a real kube-proxy), run it ([`run_scenario`]) and read what the kernel
+//! did ([`ScenarioRun`]: every probe's observation and every violated expectation). The `kpct`
+//! CLI and the tests reach further in, through the modules below, which are hidden from the
+//! documentation: they are the house's rooms, not its front door.
+//!
+//! The map, from the ground floor up. Each floor uses only its own and the floors below it, but
+//! for three lines up: a scenario names the kernel features it needs (`caps::Feature`) and its
+//! validator knows the built-ins' names (`expectFor`), and observations leave fields out of
+//! documents except in the wire form (`report::wire`).
+
+pub use proxier::{builtin, Proxier};
+pub use run::{run_scenario, NodeProgrammer, ScenarioRun};
+pub use scenario::{load, Scenario, ScenarioError};
+
+// Ground floor: the kernel. Namespaces and their names, every nfnetlink conversation, the
+// processes kpct starts in a namespace, a run's scratch files.
+#[doc(hidden)]
+pub mod netfilter;
+#[doc(hidden)]
+pub mod netns;
+mod process_groups;
+#[doc(hidden)]
+pub mod scratch;
+
+// First floor: what a user hands kpct. Scenario files, read safely and quoted back safely, and
+// the cluster state each step describes.
+#[doc(hidden)]
 pub mod cluster;
-pub mod convergence;
-pub mod docs;
+#[doc(hidden)]
+pub mod input_file;
+mod quote;
+#[doc(hidden)]
+pub mod scenario;
+
+// Second floor: a cluster on the machine. The topology of namespaces, what this kernel can do,
+// the cluster as Kubernetes objects and the API server that serves them to real proxiers,
+// programming and the applier that puts it into a node, backends in the pods, captures.
+#[doc(hidden)]
+pub mod api_objects;
+#[doc(hidden)]
+pub mod apiserver;
+#[doc(hidden)]
+pub mod backends;
+#[doc(hidden)]
+pub mod caps;
+#[doc(hidden)]
+pub mod capture;
+#[doc(hidden)]
+pub mod programming;
+#[doc(hidden)]
+pub mod topology;
+
+// Third floor: a run. Proxiers and how a run drives them (`NodeProgrammer`), probes and the
+// packets they fire, drops decided at their verdict, kept flows, IPVS draining, observations,
+// expectations, convergence, evidence.
+mod convergence;
 mod draining;
+#[doc(hidden)]
 pub mod drop_verdicts;
+mod evidence;
+mod expectation_check;
+mod flows;
+mod ipvs_connections;
+#[doc(hidden)]
+pub mod observe;
+#[doc(hidden)]
+pub mod probe;
+#[doc(hidden)]
+pub mod proxier;
+#[doc(hidden)]
+pub mod run;
+
+// Top floor: what is made of runs. Reports, baselines, programming compared, parallel runs and
+// their progress, and the operations of the CLI (lab, soak, trace, bench, record, docs).
+#[doc(hidden)]
+pub mod baseline;
+#[doc(hidden)]
+pub mod bench;
+#[doc(hidden)]
+pub mod docs;
+#[doc(hidden)]
 pub mod environment;
-pub mod evidence;
-pub mod expectation_check;
-pub mod flows;
 #[doc(hidden)]
 pub mod fuzz_surfaces;
-pub mod input_file;
-mod ipvs_connections;
+#[doc(hidden)]
 pub mod lab;
-pub mod netfilter;
-pub mod netns;
-pub mod observe;
+#[doc(hidden)]
 pub mod output;
+#[doc(hidden)]
 pub mod parallel;
-pub mod probe;
-pub mod process_groups;
-pub mod programming;
+#[doc(hidden)]
 pub mod programming_diff;
+#[doc(hidden)]
 pub mod progress;
-pub mod proxier;
-pub mod quote;
+#[doc(hidden)]
 pub mod record;
+#[doc(hidden)]
 pub mod report;
-pub mod run;
-pub mod scenario;
-pub mod scratch;
+#[doc(hidden)]
 pub mod soak;
-pub mod topology;
+#[doc(hidden)]
 pub mod trace;

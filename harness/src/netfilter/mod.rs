@@ -5,6 +5,7 @@
 //! round trip.
 
 pub mod conntrack;
+mod guard;
 pub mod ipset;
 pub(crate) mod socket;
 pub mod tables;

@@ -1,6 +1,7 @@
 //! One conversation with netfilter over nfnetlink, in a namespace: a request (or an nf_tables
 //! transaction) out, its replies back, typed by `netlink-packet-netfilter`.
 
+use super::guard;
 use crate::netns::Netns;
 use anyhow::{anyhow, Result};
 use netlink_packet_core::{
@@ -53,8 +54,9 @@ pub(crate) fn encode(messages: &[Message]) -> Vec<u8> {
     out
 }
 
-/// Each netlink message of a buffer the kernel sent, decoded; a message that does not decode is
-/// an error naming what failed (and ends the buffer: its length cannot be trusted).
+/// Each netlink message of a buffer the kernel sent that kpct reads, decoded; a message that
+/// does not decode is an error naming what failed (and one whose length cannot be trusted ends
+/// the buffer). Messages of kinds kpct never reads are passed over.
 pub(crate) fn decode(mut buf: &[u8]) -> Vec<Result<Message>> {
     let mut out = Vec::new();
     while buf.len() >= 16 {
@@ -66,10 +68,14 @@ pub(crate) fn decode(mut buf: &[u8]) -> Vec<Result<Message>> {
             )));
             break;
         }
-        out.push(
-            Message::deserialize(&buf[..len])
-                .map_err(|e| anyhow!("decoding a netfilter message: {e}")),
-        );
+        let kind = u16::from_ne_bytes([buf[4], buf[5]]);
+        if guard::read(kind) {
+            out.push(match guard::refusal(kind, &buf[16..len]) {
+                Some(why) => Err(anyhow!("decoding a netfilter message: {why}")),
+                None => Message::deserialize(&buf[..len])
+                    .map_err(|e| anyhow!("decoding a netfilter message: {e}")),
+            });
+        }
         buf = &buf[((len + 3) & !3).min(buf.len())..];
     }
     out

@@ -1,0 +1,89 @@
+//! Which replies kpct hands `netlink-packet-netfilter` to decode. Only the kinds kpct reads
+//! (anything else is passed over unread), and never a rule with a data attribute whose inner
+//! attribute claims more bytes than it has: the crate reads those through an unchecked
+//! `NlaBuffer` (`cmp`, `immediate` and `bitwise` data in 0.4.0) and panics on them. The kernel
+//! never sends such a rule; fuzzing the replies (`netfilter_netlink`) found it.
+
+const NLA_HEADER: usize = 4;
+const NLA_TYPE_MASK: u16 = 0x3fff;
+/// `struct nfgenmsg` precedes every nfnetlink message's attributes.
+const NFGENMSG: usize = 4;
+
+/// `(subsystem << 8) | type` of the messages kpct reads: ctnetlink's entries
+/// (IPCTNL_MSG_CT_NEW), nf_tables' tables, rules and trace events (NFT_MSG_NEWTABLE,
+/// NFT_MSG_NEWRULE, NFT_MSG_TRACE), ipset's sets (IPSET_CMD_LIST); NLMSG_ERROR and NLMSG_DONE
+/// are netlink's own.
+const READ: [u16; 7] = [0x2, 0x3, 0x0100, 0x0a00, 0x0a06, 0x0a11, 0x0607];
+const NFT_MSG_NEWRULE: u16 = 0x0a06;
+const NFTA_RULE_EXPRESSIONS: u16 = 4;
+const NFTA_EXPR_NAME: u16 = 1;
+const NFTA_EXPR_DATA: u16 = 2;
+
+/// Whether kpct reads messages of this netlink type at all.
+pub(super) fn read(kind: u16) -> bool {
+    READ.contains(&kind)
+}
+
+/// Why the crate must not be handed this message (of netlink type `kind`, `payload` after the
+/// netlink header), if it must not.
+pub(super) fn refusal(kind: u16, payload: &[u8]) -> Option<String> {
+    if kind != NFT_MSG_NEWRULE {
+        return None;
+    }
+    let body = payload.get(NFGENMSG..)?;
+    for (k, expressions) in attributes(body) {
+        if k != NFTA_RULE_EXPRESSIONS {
+            continue;
+        }
+        for (_, expression) in attributes(expressions) {
+            let fields = attributes(expression);
+            let name = fields
+                .iter()
+                .find(|(k, _)| *k == NFTA_EXPR_NAME)
+                .map(|(_, v)| v.split(|b| *b == 0).next().unwrap_or_default());
+            // NFTA_CMP_DATA; NFTA_IMMEDIATE_DATA; NFTA_BITWISE_MASK, _XOR, _DATA.
+            let holding_data: &[u16] = match name {
+                Some(b"cmp") => &[3],
+                Some(b"immediate") => &[2],
+                Some(b"bitwise") => &[4, 5, 7],
+                _ => continue,
+            };
+            let Some((_, data)) = fields.iter().find(|(k, _)| *k == NFTA_EXPR_DATA) else {
+                continue;
+            };
+            for (k, value) in attributes(data) {
+                if holding_data.contains(&k) && !one_whole_attribute(value) {
+                    return Some(format!(
+                        "a rule whose {} data attribute {k} is cut short",
+                        String::from_utf8_lossy(name.unwrap_or_default())
+                    ));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Whether `value` starts with an attribute whose length fits it.
+fn one_whole_attribute(value: &[u8]) -> bool {
+    let Some(header) = value.get(..NLA_HEADER) else {
+        return false;
+    };
+    let len = usize::from(u16::from_ne_bytes([header[0], header[1]]));
+    (NLA_HEADER..=value.len()).contains(&len)
+}
+
+/// `(type, value)` of each whole attribute of `buf`, in order; stops at the first that is not.
+fn attributes(mut buf: &[u8]) -> Vec<(u16, &[u8])> {
+    let mut out = Vec::new();
+    while buf.len() >= NLA_HEADER {
+        let len = usize::from(u16::from_ne_bytes([buf[0], buf[1]]));
+        let kind = u16::from_ne_bytes([buf[2], buf[3]]) & NLA_TYPE_MASK;
+        if len < NLA_HEADER || len > buf.len() {
+            break;
+        }
+        out.push((kind, &buf[NLA_HEADER..len]));
+        buf = &buf[((len + 3) & !3).min(buf.len())..];
+    }
+    out
+}
