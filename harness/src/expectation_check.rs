@@ -190,6 +190,15 @@ fn check_choice(expect: &Expectation, obs: &ProbeObservation) -> Vec<String> {
             ));
         }
     }
+    if !expect.cycle.is_empty() {
+        if let Some(problem) = off_cycle(&expect.cycle, obs) {
+            problems.push(format!(
+                "probe `{name}`: expected a round over [{}] (each once, in one order) repeated over {shots} shot(s); {problem}; observed {}",
+                expect.cycle.join(", "),
+                tally(obs)
+            ));
+        }
+    }
     if expect.same_backend {
         let first = obs.all.first().and_then(|s| s.backend.as_deref());
         if first.is_none() || obs.all.iter().any(|s| s.backend.as_deref() != first) {
@@ -200,6 +209,37 @@ fn check_choice(expect: &Expectation, obs: &ProbeObservation) -> Vec<String> {
         }
     }
     problems
+}
+
+/// What breaks the round over `cycle` in `obs`'s shots, if anything: the first round (as many
+/// shots as `cycle` names) must reach each of them once, and every later shot the backend its
+/// place in the round had.
+fn off_cycle(cycle: &[String], obs: &ProbeObservation) -> Option<String> {
+    let backend = |i: usize| obs.all.get(i).and_then(|s| s.backend.as_deref());
+    let round: Vec<Option<&str>> = (0..cycle.len()).map(backend).collect();
+    let mut first: Vec<&str> = round.iter().map(|b| b.unwrap_or("nothing")).collect();
+    let spelled = first.join(", ");
+    first.sort_unstable();
+    let mut want: Vec<&str> = cycle.iter().map(String::as_str).collect();
+    want.sort_unstable();
+    if first != want {
+        return Some(format!(
+            "the first {} shot(s) reached [{spelled}]",
+            cycle.len()
+        ));
+    }
+    let off: Vec<usize> = (cycle.len()..obs.all.len())
+        .filter(|i| backend(*i) != round[i % cycle.len()])
+        .collect();
+    let at = *off.first()?;
+    Some(format!(
+        "the first round went [{spelled}], but shot {} reached {} instead of {} ({} of {} shots out of order)",
+        at + 1,
+        backend(at).unwrap_or("nothing"),
+        round[at % cycle.len()].unwrap_or("nothing"),
+        off.len(),
+        obs.all.len()
+    ))
 }
 
 #[cfg(test)]
@@ -284,6 +324,35 @@ mod tests {
             ..answered
         };
         assert!(check(&expect("{outcome: answeredByNode}"), &answered, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_cycle_is_one_round_in_any_order_repeated() {
+        let e = expect("cycle: [web-1, web-2, web-3]");
+        // Any order of the round passes, as long as every round keeps it.
+        for round in [
+            ["web-3", "web-2", "web-1"],
+            ["web-1", "web-3", "web-2"],
+            ["web-2", "web-1", "web-3"],
+        ] {
+            let shots: Vec<&str> = round.iter().cycle().take(7).copied().collect();
+            assert!(check(&e, &probe(&shots), &[]).is_empty(), "{shots:?}");
+        }
+        // A weighted scheduler visits one backend twice a round.
+        assert_eq!(
+            check(&e, &probe(&["web-1", "web-1", "web-2", "web-3", "web-1", "web-1"]), &[]),
+            ["probe `p`: expected a round over [web-1, web-2, web-3] (each once, in one order) repeated over 6 shot(s); the first 3 shot(s) reached [web-1, web-1, web-2]; observed web-1 ×4, web-2 ×1, web-3 ×1"]
+        );
+        // The order changing between rounds (a random choice) is no round robin.
+        assert_eq!(
+            check(&e, &probe(&["web-1", "web-2", "web-3", "web-2", "web-1", "web-3"]), &[]),
+            ["probe `p`: expected a round over [web-1, web-2, web-3] (each once, in one order) repeated over 6 shot(s); the first round went [web-1, web-2, web-3], but shot 4 reached web-2 instead of web-1 (2 of 6 shots out of order); observed web-1 ×2, web-2 ×2, web-3 ×2"]
+        );
+        // Fewer shots than a round, or one that reached nothing.
+        assert_eq!(
+            check(&e, &probe(&["web-1", "web-2"]), &[]),
+            ["probe `p`: expected a round over [web-1, web-2, web-3] (each once, in one order) repeated over 2 shot(s); the first 3 shot(s) reached [web-1, web-2, nothing]; observed web-1 ×1, web-2 ×1"]
+        );
     }
 
     #[test]

@@ -9,8 +9,8 @@ use common::{
     invalid_dropped_anyway, ipv6_endpoint_swapped, ipv6_real_servers_on_wrong_port,
     keep_stale_chains, keep_stale_virtual_servers, leave_kube_ipvs0_when_nothing_is_bound,
     nft_drop_invalid, nft_localhost_node_ports, no_cluster_ips_reject, no_graceful_termination,
-    no_ipv6_masquerade, pin_one_backend, skip_conntrack_cleanup, unbind_ipv6_service_addresses,
-    Mutated,
+    no_ipv6_masquerade, pin_one_backend, reverse_real_servers, skip_conntrack_cleanup,
+    unbind_ipv6_service_addresses, weigh_one_real_server, Mutated,
 };
 use kpct::caps::require_ipvs;
 use kpct::probe::probe_timeout;
@@ -124,7 +124,13 @@ fn spreading_scenarios(proxier: &str) -> Vec<scenario::Scenario> {
                     by_target
                         .entry(format!("{:?} via {}", p.to, entry_node(s, p)))
                         .or_default()
-                        .extend(e.reaches.iter().chain(&e.sequence).chain(e.counts.keys()));
+                        .extend(
+                            e.reaches
+                                .iter()
+                                .chain(&e.sequence)
+                                .chain(&e.cycle)
+                                .chain(e.counts.keys()),
+                        );
                 }
             }
             by_target.values().any(|pods| pods.len() >= 2)
@@ -147,7 +153,7 @@ fn entry_node(s: &scenario::Scenario, p: &scenario::Probe) -> String {
 }
 
 /// Every spread, scheduler and affinity scenario fails for a proxier that sends all connections
-/// to one endpoint: `reaches` is the exact set, `sequence` the exact order.
+/// to one endpoint: `reaches` is the exact set, `sequence` the exact order, `cycle` a round.
 fn pinned_proxier_fails_every_spreading_scenario(proxier: &'static str) {
     let scenarios = spreading_scenarios(proxier);
     let names: Vec<&str> = scenarios.iter().map(|s| s.name.as_str()).collect();
@@ -187,6 +193,7 @@ fn pinned_proxier_fails_every_spreading_scenario(proxier: &'static str) {
         if !run.violations.iter().any(|v| {
             v.contains("never reached")
                 || v.contains("expected the sequence")
+                || v.contains("expected a round over")
                 || v.contains("expected delivery to one of")
         }) {
             passed.push(format!("{}: {:?}", s.name, run.violations));
@@ -411,6 +418,36 @@ impl Proxier for StateEdited {
         builtin(self.inner)
             .expect("a built-in")
             .random_backend_choice()
+    }
+}
+
+/// The round robin kube-proxy's uniform weights make (`cycle`) fails for a proxier weighing one
+/// real server twice, and holds for one listing its real servers in another order, as a real
+/// kube-proxy does on some runs (Go map order): the expectation judges the round, not the order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_a_weighted_real_server_breaks_the_round_and_another_order_does_not() {
+    require_ipvs();
+    let weighed = Mutated {
+        name: "kube-proxy-ipvs",
+        inner: "kube-proxy-ipvs",
+        mutate: weigh_one_real_server,
+    };
+    let run = library_run("ipvs-scheduler-wrr.yaml", &weighed).await;
+    assert!(
+        run.violations
+            .iter()
+            .any(|v| v.contains("expected a round over [web-1, web-2, web-3]")),
+        "{:?}",
+        run.violations
+    );
+    let reordered = Mutated {
+        name: "kube-proxy-ipvs",
+        inner: "kube-proxy-ipvs",
+        mutate: reverse_real_servers,
+    };
+    for file in ["ipvs-scheduler-wrr.yaml", "ipvs-scheduler-rr.yaml"] {
+        let run = library_run(file, &reordered).await;
+        assert!(run.violations.is_empty(), "{file}: {:?}", run.violations);
     }
 }
 

@@ -84,7 +84,8 @@ pub(crate) fn decode(mut buf: &[u8]) -> Vec<Result<Message>> {
 /// The errno of an NLMSG_ERROR reply: `Some(0)` for an acknowledgement.
 pub(crate) fn errno(message: &Message) -> Option<i32> {
     match &message.payload {
-        NetlinkPayload::Error(e) => Some(-e.raw_code()),
+        // saturating: a reply claiming i32::MIN (fuzzing found it) is no errno to negate.
+        NetlinkPayload::Error(e) => Some(e.raw_code().saturating_neg()),
         _ => None,
     }
 }

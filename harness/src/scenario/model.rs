@@ -744,10 +744,10 @@ fn one() -> u32 {
 }
 
 impl Expectation {
-    /// Counts or a sequence declare a deterministic choice: the probe's shots are exactly those
+    /// Counts, a sequence or a cycle declare a deterministic choice: the probe's shots are exactly those
     /// the scenario asks for.
     pub fn fixes_shot_count(&self) -> bool {
-        !self.counts.is_empty() || !self.sequence.is_empty()
+        !self.counts.is_empty() || !self.sequence.is_empty() || !self.cycle.is_empty()
     }
 }
 
@@ -878,6 +878,13 @@ pub struct Expectation {
     /// shot count at `repeat`.
     #[serde(default)]
     pub sequence: Vec<String>,
+    /// These backends, each once in every round of as many shots, in one order that every round
+    /// keeps, whichever order that is: a round robin whose order the proxier does not fix (real
+    /// kube-proxy IPVS adds its real servers in Go map order, pkg/proxy/ipvs/proxier.go
+    /// `syncEndpoint`: `newEndpoints.UnsortedList()`). Like `sequence`, fixes the shot count at
+    /// `repeat`.
+    #[serde(default)]
+    pub cycle: Vec<String>,
     /// `true`: every shot lands on one and the same backend, whichever it is (session affinity,
     /// source hashing).
     #[serde(default)]

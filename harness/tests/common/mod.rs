@@ -136,6 +136,28 @@ pub fn pin_one_backend(p: &mut Programming) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Gives each virtual server's first real server weight 2: a weighted order (wrr then visits
+/// it twice a round) where kube-proxy gives every real server weight 1.
+#[allow(dead_code)]
+pub fn weigh_one_real_server(p: &mut Programming) -> anyhow::Result<()> {
+    for vs in &mut p.ipvs {
+        if let Some(first) = vs.destinations.first_mut() {
+            first.weight = 2;
+        }
+    }
+    Ok(())
+}
+
+/// Lists each virtual server's real servers in the reverse order: what a real kube-proxy does
+/// on some runs (it adds them in Go map order), which no expectation may hold against it.
+#[allow(dead_code)]
+pub fn reverse_real_servers(p: &mut Programming) -> anyhow::Result<()> {
+    for vs in &mut p.ipvs {
+        vs.destinations.reverse();
+    }
+    Ok(())
+}
+
 /// Turns the ACCEPT of the healthCheckNodePort rules (iptables mode's "health check node port"
 /// rule, IPVS mode's KUBE-HEALTH-CHECK-NODE-PORT match) into DROP: a proxier that blocks the
 /// load balancer's health checks.

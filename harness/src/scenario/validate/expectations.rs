@@ -22,6 +22,7 @@ impl<'a> Checker<'a> {
             ("reaches", &expect.reaches),
             ("reachesOneOf", &expect.reaches_one_of),
             ("sequence", &expect.sequence),
+            ("cycle", &expect.cycle),
         ] {
             for (k, pod) in pods.iter().enumerate() {
                 if self.pod(pod).is_none() {
@@ -65,6 +66,23 @@ impl<'a> Checker<'a> {
                 ),
             );
         }
+        if expect.cycle.len() > repeat as usize {
+            self.err(
+                path.key("cycle"),
+                format!(
+                    "a round of {} backends is longer than the probe's `repeat: {repeat}` shot(s)",
+                    expect.cycle.len()
+                ),
+            );
+        }
+        for (k, pod) in expect.cycle.iter().enumerate() {
+            if expect.cycle[..k].contains(pod) {
+                self.err(
+                    path.key("cycle").idx(k),
+                    format!("`{pod}` twice: a round names each backend once (for a weighted order, give the exact `sequence`)"),
+                );
+            }
+        }
         let undelivered = matches!(
             expect.outcome,
             Some(
@@ -84,6 +102,7 @@ impl<'a> Checker<'a> {
             ("reachesOneOf", !expect.reaches_one_of.is_empty()),
             ("counts", !expect.counts.is_empty()),
             ("sequence", !expect.sequence.is_empty()),
+            ("cycle", !expect.cycle.is_empty()),
             ("sameBackend", expect.same_backend),
             ("source", expect.source.is_some()),
             ("reply", expect.reply == Some(true) && !answered),
