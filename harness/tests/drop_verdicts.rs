@@ -4,6 +4,8 @@
 //! same; only the first may end early, and only where a DROP met the probe's own packet with no
 //! answer on its way.
 
+mod common;
+
 use kpct::backends::Backends;
 use kpct::observe::observe_probe;
 use kpct::probe::{self, DropDecision, Patience, Shot};
@@ -11,14 +13,9 @@ use kpct::scenario::{self, Scenario};
 use kpct::topology::Topology;
 use std::time::Duration;
 
-const SCENARIO: &str = r#"
-topology:
-  underlay: 192.168.1.0/24
-  clusterCIDR: 10.244.0.0/16
-  nodes:
-    - { name: node-a, ip: 192.168.1.10, podCIDR: 10.244.1.0/24 }
-    - { name: node-b, ip: 192.168.1.11, podCIDR: 10.244.2.0/24 }
-  pods:
+const SCENARIO: &str = concat!(
+    crate::two_nodes!(),
+    r#"  pods:
     - name: a1
       node: node-a
       ip: 10.244.1.10
@@ -33,7 +30,8 @@ probes:
   - { name: tcp, from: { pod: a1 }, to: { ip: 10.244.2.10, dport: 8080 } }
   - { name: udp, from: { pod: a1 }, to: { ip: 10.244.2.10, dport: 5353 }, protocol: UDP }
   - { name: tcp-twice, from: { pod: a1 }, to: { ip: 10.244.2.10, dport: 8080 }, repeat: 2 }
-"#;
+"#
+);
 
 const TIMEOUT: Duration = Duration::from_millis(1500);
 

@@ -3,6 +3,8 @@
 //! about kube-proxy's IPVS mode is asserted from it — iptables still does NodePort entry, the
 //! masquerade mark and MASQUERADE; IPVS holds the virtual/real servers, with Masq forwarding.
 
+mod common;
+
 use kpct::caps::require_ipvs;
 use kpct::programming::{apply, effective_state, EffectiveState, ReadOptions, Table};
 use kpct::proxier::builtin;
@@ -11,14 +13,9 @@ use kpct::topology::Topology;
 
 /// Every service shape the issue lists: ClusterIP, NodePort with eTP Cluster and Local,
 /// ExternalIP, LoadBalancer (with source ranges), sessionAffinity ClientIP.
-const ALL_SERVICE_TYPES: &str = r#"
-topology:
-  underlay: 192.168.1.0/24
-  clusterCIDR: 10.244.0.0/16
-  nodes:
-    - { name: node-a, ip: 192.168.1.10, podCIDR: 10.244.1.0/24 }
-    - { name: node-b, ip: 192.168.1.11, podCIDR: 10.244.2.0/24 }
-  pods:
+const ALL_SERVICE_TYPES: &str = concat!(
+    crate::two_nodes!(),
+    r#"  pods:
     - { name: web-a, node: node-a, ip: 10.244.1.10, labels: { app: web }, ports: [{ name: http, containerPort: 8080 }] }
     - { name: web-b, node: node-b, ip: 10.244.2.10, labels: { app: web }, ports: [{ name: http, containerPort: 8080 }] }
 services:
@@ -49,7 +46,8 @@ services:
       sessionAffinity: ClientIP
       selector: { app: web }
       ports: [{ port: 80, targetPort: http }]
-"#;
+"#
+);
 
 /// Programs node-a with a built-in proxier and reads the kernel's state back.
 async fn programmed_node_a(proxier: &str) -> EffectiveState {

@@ -12,17 +12,13 @@ use kpct::topology::Topology;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
-const SCENARIO: &str = r#"
-topology:
-  underlay: 192.168.1.0/24
-  clusterCIDR: 10.244.0.0/16
-  nodes:
-    - { name: node-a, ip: 192.168.1.10, podCIDR: 10.244.1.0/24 }
-    - { name: node-b, ip: 192.168.1.11, podCIDR: 10.244.2.0/24 }
-  pods:
+const SCENARIO: &str = concat!(
+    crate::two_nodes!(),
+    r#"  pods:
     - { name: a1, node: node-a, ip: 10.244.1.10 }
     - { name: b1, node: node-b, ip: 10.244.2.10 }
-"#;
+"#
+);
 
 const VIP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
 const WAIT: Duration = Duration::from_secs(3);

@@ -17,14 +17,9 @@ use kpct::probe::probe_timeout;
 use kpct::proxier::{builtin, Proxier};
 use kpct::scenario;
 
-const SCENARIO: &str = r#"
-topology:
-  underlay: 192.168.1.0/24
-  clusterCIDR: 10.244.0.0/16
-  nodes:
-    - { name: node-a, ip: 192.168.1.10, podCIDR: 10.244.1.0/24 }
-    - { name: node-b, ip: 192.168.1.11, podCIDR: 10.244.2.0/24 }
-  pods:
+const SCENARIO: &str = concat!(
+    crate::two_nodes!(),
+    r#"  pods:
     - name: web-1
       node: node-b
       ip: 10.244.2.10
@@ -43,7 +38,8 @@ probes:
     from: { external: true }
     to: { service: web, port: http, via: nodePort, node: node-a }
     expect: { reaches: [web-1], source: masqueraded, reply: true }
-"#;
+"#
+);
 
 async fn violations(proxier: &dyn Proxier) -> Vec<String> {
     let s = scenario::parse(SCENARIO, "mutation.yaml").unwrap();

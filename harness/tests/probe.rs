@@ -1,6 +1,8 @@
 //! The probe machinery against the real kernel, without any proxier: direct pod-to-pod paths
 //! whose correct outcome is known, so the verdicts themselves are what is under test.
 
+mod common;
+
 use kpct::backends::Backends;
 use kpct::observe::{observe_probe, Verdict};
 use kpct::probe::{self, packet::ProbePacket};
@@ -8,14 +10,9 @@ use kpct::scenario::{self, Protocol, Scenario};
 use kpct::topology::Topology;
 use std::time::Duration;
 
-const SCENARIO: &str = r#"
-topology:
-  underlay: 192.168.1.0/24
-  clusterCIDR: 10.244.0.0/16
-  nodes:
-    - { name: node-a, ip: 192.168.1.10, podCIDR: 10.244.1.0/24 }
-    - { name: node-b, ip: 192.168.1.11, podCIDR: 10.244.2.0/24 }
-  pods:
+const SCENARIO: &str = concat!(
+    crate::two_nodes!(),
+    r#"  pods:
     - name: a1
       node: node-a
       ip: 10.244.1.10
@@ -34,7 +31,8 @@ probes:
   - { name: node-socket, from: { node: node-a }, to: { ip: 10.244.2.10, dport: 8080 } }
   - { name: node-socket-udp, from: { node: node-a }, to: { ip: 10.244.2.10, dport: 5353 }, protocol: UDP }
   - { name: external-to-pod, from: { external: true }, to: { ip: 10.244.2.10, dport: 8080, node: node-b } }
-"#;
+"#
+);
 
 const TIMEOUT: Duration = Duration::from_millis(1500);
 

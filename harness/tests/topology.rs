@@ -10,20 +10,16 @@ use kpct::topology::Topology;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
-const TWO_NODES_FOUR_PODS: &str = r#"
-topology:
-  underlay: 192.168.1.0/24
-  clusterCIDR: 10.244.0.0/16
-  nodes:
-    - { name: node-a, ip: 192.168.1.10, podCIDR: 10.244.1.0/24 }
-    - { name: node-b, ip: 192.168.1.11, podCIDR: 10.244.2.0/24 }
-  pods:
+const TWO_NODES_FOUR_PODS: &str = concat!(
+    crate::two_nodes!(),
+    r#"  pods:
     - { name: a1, node: node-a, ip: 10.244.1.10 }
     - { name: a2, node: node-a, ip: 10.244.1.11 }
     - { name: b1, node: node-b, ip: 10.244.2.10 }
     - { name: b2, node: node-b, ip: 10.244.2.11 }
   external: { ip: 192.168.1.100 }
-"#;
+"#
+);
 
 const WAIT: Duration = Duration::from_secs(3);
 

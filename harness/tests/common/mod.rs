@@ -13,6 +13,22 @@ use std::time::Duration;
 pub mod netns_watch;
 pub mod processes;
 
+/// The head of the two-node topology most integration tests share (underlay, cluster range, two
+/// nodes), to `concat!` with each test's own pods and objects.
+#[macro_export]
+macro_rules! two_nodes {
+    () => {
+        "
+topology:
+  underlay: 192.168.1.0/24
+  clusterCIDR: 10.244.0.0/16
+  nodes:
+    - { name: node-a, ip: 192.168.1.10, podCIDR: 10.244.1.0/24 }
+    - { name: node-b, ip: 192.168.1.11, podCIDR: 10.244.2.0/24 }
+"
+    };
+}
+
 /// Programs like the built-in proxier `inner`, then applies `mutate`; labelled `name` (which
 /// may be `inner` itself, so the scenarios' per-proxier expectations still apply).
 pub struct Mutated {
@@ -138,7 +154,6 @@ pub fn pin_one_backend(p: &mut Programming) -> anyhow::Result<()> {
 
 /// Gives each virtual server's first real server weight 2: a weighted order (wrr then visits
 /// it twice a round) where kube-proxy gives every real server weight 1.
-#[allow(dead_code)]
 pub fn weigh_one_real_server(p: &mut Programming) -> anyhow::Result<()> {
     for vs in &mut p.ipvs {
         if let Some(first) = vs.destinations.first_mut() {
@@ -150,7 +165,6 @@ pub fn weigh_one_real_server(p: &mut Programming) -> anyhow::Result<()> {
 
 /// Lists each virtual server's real servers in the reverse order: what a real kube-proxy does
 /// on some runs (it adds them in Go map order), which no expectation may hold against it.
-#[allow(dead_code)]
 pub fn reverse_real_servers(p: &mut Programming) -> anyhow::Result<()> {
     for vs in &mut p.ipvs {
         vs.destinations.reverse();
