@@ -71,6 +71,30 @@ impl NetlinkNs {
         format!("{what} in namespace {}", self.ns_name)
     }
 
+    /// RTM_NEWLINK creating `msg`'s link; `what` names it in the error.
+    async fn add_link(&self, msg: LinkMessage, what: impl FnOnce() -> String) -> Result<()> {
+        self.handle
+            .link()
+            .add(msg)
+            .execute()
+            .await
+            .with_context(what)
+    }
+
+    /// RTM_NEWROUTE adding `msg`'s route; `what` names it in the error.
+    async fn add_route(
+        &self,
+        msg: netlink_packet_route::route::RouteMessage,
+        what: impl FnOnce() -> String,
+    ) -> Result<()> {
+        self.handle
+            .route()
+            .add(msg)
+            .execute()
+            .await
+            .with_context(what)
+    }
+
     pub async fn index_of(&self, name: &str) -> Result<u32> {
         let link = self
             .handle
@@ -142,12 +166,8 @@ impl NetlinkNs {
 
     pub async fn add_bridge(&self, name: &str, mac: [u8; 6]) -> Result<()> {
         let msg = LinkBridge::new(name).address(mac.to_vec()).build();
-        self.handle
-            .link()
-            .add(msg)
-            .execute()
+        self.add_link(msg, || self.ctx(&format!("creating bridge {name}")))
             .await
-            .with_context(|| self.ctx(&format!("creating bridge {name}")))
     }
 
     pub async fn enslave(&self, port: &str, bridge: &str) -> Result<()> {
@@ -210,12 +230,10 @@ impl NetlinkNs {
             .learning(false)
             .address(mac.to_vec())
             .build();
-        self.handle
-            .link()
-            .add(msg)
-            .execute()
-            .await
-            .with_context(|| self.ctx(&format!("creating vxlan {name} (VNI {vni}, port {port})")))
+        self.add_link(msg, || {
+            self.ctx(&format!("creating vxlan {name} (VNI {vni}, port {port})"))
+        })
+        .await
     }
 
     /// Adds an address; an IPv6 one without duplicate address detection (`nodad`), so it is
@@ -278,12 +296,10 @@ impl NetlinkNs {
             .gateway(gateway)
             .map_err(invalid)?
             .build();
-        self.handle
-            .route()
-            .add(msg)
-            .execute()
-            .await
-            .with_context(|| self.ctx(&format!("adding default route via {gateway}")))
+        self.add_route(msg, || {
+            self.ctx(&format!("adding default route via {gateway}"))
+        })
+        .await
     }
 
     /// `ip [-6] route add default dev DEV`: a node's uplink, per family. Real nodes have a
@@ -301,12 +317,10 @@ impl NetlinkNs {
                 .output_interface(index)
                 .build(),
         };
-        self.handle
-            .route()
-            .add(msg)
-            .execute()
-            .await
-            .with_context(|| self.ctx(&format!("adding {family} default route dev {dev}")))
+        self.add_route(msg, || {
+            self.ctx(&format!("adding {family} default route dev {dev}"))
+        })
+        .await
     }
 
     /// `ip route add local IP dev lo table local`: `ip` becomes this namespace's for routing (a
