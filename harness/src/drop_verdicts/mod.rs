@@ -36,14 +36,14 @@
 
 use crate::netfilter::socket::{decode, errno, Message};
 use crate::netfilter::trace_event::{self, TraceEvent};
-use crate::netfilter::verdict_table::{self as table, Chain, Marking, TABLE};
+use crate::netfilter::verdict_table::{self as table, Marking, CHAINS, TABLE};
 use crate::netns::Netns;
 use crate::probe::packet::ProbePacket;
 use crate::scenario::Protocol;
 use crate::topology::Topology;
 use anyhow::{anyhow, bail, Context, Result};
 use netlink_packet_core::NetlinkPayload;
-use netlink_packet_netfilter::nftables::{InetHookNumber, NfTablesMessage};
+use netlink_packet_netfilter::nftables::NfTablesMessage;
 use netlink_packet_netfilter::NetfilterMessageInner;
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
 use std::collections::HashMap;
@@ -52,28 +52,6 @@ use std::time::{Duration, Instant};
 
 /// `include/uapi/linux/netfilter/nfnetlink.h`: the multicast group of nf_tables trace events.
 const NFNLGRP_NFTRACE: u32 = 9;
-
-/// Before every chain a proxier may have (raw is -300, conntrack -200), and after them all.
-const CHAINS: [Chain; 3] = [
-    Chain {
-        name: "mark-arriving",
-        hook: InetHookNumber::PreRouting,
-        priority: -500,
-        marks: true,
-    },
-    Chain {
-        name: "mark-sent",
-        hook: InetHookNumber::LocalOut,
-        priority: -500,
-        marks: true,
-    },
-    Chain {
-        name: "see-sent",
-        hook: InetHookNumber::LocalOut,
-        priority: 500,
-        marks: false,
-    },
-];
 
 /// Room for the events of a burst of traced packets (each rule a packet meets is one event).
 const RECEIVE_BUFFER: usize = 4 << 20;

@@ -47,6 +47,28 @@ pub(crate) struct Chain {
     pub marks: bool,
 }
 
+/// Before every chain a proxier may have (raw is -300, conntrack -200), and after them all.
+pub(crate) const CHAINS: [Chain; 3] = [
+    Chain {
+        name: "mark-arriving",
+        hook: InetHookNumber::PreRouting,
+        priority: -500,
+        marks: true,
+    },
+    Chain {
+        name: "mark-sent",
+        hook: InetHookNumber::LocalOut,
+        priority: -500,
+        marks: true,
+    },
+    Chain {
+        name: "see-sent",
+        hook: InetHookNumber::LocalOut,
+        priority: 500,
+        marks: false,
+    },
+];
+
 /// One expression, named as the kernel names its type.
 fn expression(data: Expressions) -> ListAttribute<ExpressionAttribute> {
     ListAttribute::from(data)
@@ -284,27 +306,6 @@ mod tests {
     fn hex(bytes: &[u8]) -> String {
         bytes.iter().map(|b| format!("{b:02x}")).collect()
     }
-
-    const CHAINS: [Chain; 3] = [
-        Chain {
-            name: "mark-arriving",
-            hook: InetHookNumber::PreRouting,
-            priority: -500,
-            marks: true,
-        },
-        Chain {
-            name: "mark-sent",
-            hook: InetHookNumber::LocalOut,
-            priority: -500,
-            marks: true,
-        },
-        Chain {
-            name: "see-sent",
-            hook: InetHookNumber::LocalOut,
-            priority: 500,
-            marks: false,
-        },
-    ];
 
     /// Every transaction is byte for byte what the hand-written codec this replaced sent (its
     /// encodings captured before it went), so the kernel is asked exactly what it was.
