@@ -36,27 +36,32 @@ pub(super) fn refusal(kind: u16, payload: &[u8]) -> Option<String> {
             continue;
         }
         for (_, expression) in attributes(expressions) {
-            let fields = attributes(expression);
-            let name = fields
-                .iter()
-                .find(|(k, _)| *k == NFTA_EXPR_NAME)
-                .map(|(_, v)| v.split(|b| *b == 0).next().unwrap_or_default());
-            // NFTA_CMP_DATA; NFTA_IMMEDIATE_DATA; NFTA_BITWISE_MASK, _XOR, _DATA.
-            let holding_data: &[u16] = match name {
-                Some(b"cmp") => &[3],
-                Some(b"immediate") => &[2],
-                Some(b"bitwise") => &[4, 5, 7],
-                _ => continue,
-            };
-            let Some((_, data)) = fields.iter().find(|(k, _)| *k == NFTA_EXPR_DATA) else {
-                continue;
-            };
-            for (k, value) in attributes(data) {
-                if holding_data.contains(&k) && !one_whole_attribute(value) {
-                    return Some(format!(
-                        "a rule whose {} data attribute {k} is cut short",
-                        String::from_utf8_lossy(name.unwrap_or_default())
-                    ));
+            // As the crate reads an expression: a data attribute is read by the name of the
+            // attribute just before it, if that was the name (one trailing NUL dropped).
+            let mut name: Option<&[u8]> = None;
+            for (k, value) in attributes(expression) {
+                let named = name.take();
+                if k == NFTA_EXPR_NAME {
+                    name = Some(value.strip_suffix(&[0]).unwrap_or(value));
+                    continue;
+                }
+                if k != NFTA_EXPR_DATA {
+                    continue;
+                }
+                // NFTA_CMP_DATA; NFTA_IMMEDIATE_DATA; NFTA_BITWISE_MASK, _XOR, _DATA.
+                let holding_data: &[u16] = match named {
+                    Some(b"cmp") => &[3],
+                    Some(b"immediate") => &[2],
+                    Some(b"bitwise") => &[4, 5, 7],
+                    _ => continue,
+                };
+                for (k, value) in attributes(value) {
+                    if holding_data.contains(&k) && !one_whole_attribute(value) {
+                        return Some(format!(
+                            "a rule whose {} data attribute {k} is cut short",
+                            String::from_utf8_lossy(named.unwrap_or_default())
+                        ));
+                    }
                 }
             }
         }
@@ -86,4 +91,44 @@ fn attributes(mut buf: &[u8]) -> Vec<(u16, &[u8])> {
         buf = &buf[((len + 3) & !3).min(buf.len())..];
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attribute(kind: u16, value: &[u8]) -> Vec<u8> {
+        let len = NLA_HEADER + value.len();
+        let mut a = (len as u16).to_ne_bytes().to_vec();
+        a.extend(kind.to_ne_bytes());
+        a.extend(value);
+        a.resize((len + 3) & !3, 0);
+        a
+    }
+
+    /// A NEWRULE payload with one expression of `fields`.
+    fn rule(fields: &[Vec<u8>]) -> Vec<u8> {
+        let element = attribute(1, &fields.concat());
+        let mut payload = vec![2, 0, 0, 0];
+        payload.extend(attribute(NFTA_RULE_EXPRESSIONS, &element));
+        payload
+    }
+
+    #[test]
+    fn a_rule_whose_data_claims_more_than_it_has_is_refused() {
+        let name = attribute(NFTA_EXPR_NAME, b"immediate\0");
+        // NFTA_IMMEDIATE_DATA holding an attribute that claims 200 bytes.
+        let cut = attribute(NFTA_EXPR_DATA, &attribute(2, &[200, 0, 2, 0, 0, 0, 0, 0]));
+        assert!(refusal(NFT_MSG_NEWRULE, &rule(&[name.clone(), cut.clone()])).is_some());
+        // The crate reads data by the name just before it: with another attribute between,
+        // it reads raw attributes and cannot panic.
+        let other = attribute(9, &[0; 4]);
+        assert_eq!(
+            refusal(NFT_MSG_NEWRULE, &rule(&[name.clone(), other, cut])),
+            None
+        );
+        let whole = attribute(NFTA_EXPR_DATA, &attribute(2, &attribute(1, &[0; 4])));
+        assert_eq!(refusal(NFT_MSG_NEWRULE, &rule(&[name, whole])), None);
+        assert!(!read(0x0a09), "sets are not read");
+    }
 }
