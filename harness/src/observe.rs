@@ -1,5 +1,5 @@
 //! From raw probe shots to observations: verdicts and the snapshot document. (The check of a
-//! scenario's declared expectations against them is [`crate::expectation_check`].)
+//! scenario's declared expectations against them is `expectation_check`.)
 //!
 //! The observation document is deterministic by construction: scenario order, no timestamps,
 //! no random values. Where a proxier picks backends at random by design (iptables statistic
