@@ -330,7 +330,9 @@ const BAD: &[(&str, &str)] = &[
          tests/fixtures/bad/expectation-choice.yaml:33:33: probes[2].expect.counts.web-c: unknown pod `web-c`\n\
          tests/fixtures/bad/expectation-choice.yaml:39:25: probes[3].expectFor.kube-proxy-ipvs.sequence: a sequence of 3 backends is longer than the probe's `repeat: 2` shot(s)\n\
          tests/fixtures/bad/expectation-choice.yaml:39:50: probes[3].expectFor.kube-proxy-ipvs.sequence[2]: unknown pod `web-x`\n\
-         tests/fixtures/bad/expectation-choice.yaml:43:32: probes[4].expect.sameBackend: `sameBackend` contradicts `outcome: dropped` (nothing is delivered)",
+         tests/fixtures/bad/expectation-choice.yaml:43:32: probes[4].expect.sameBackend: `sameBackend` contradicts `outcome: dropped` (nothing is delivered)\n\
+         tests/fixtures/bad/expectation-choice.yaml:49:25: probes[5].expectFor.kube-proxy-ipvs.cycle: a round of 3 backends is longer than the probe's `repeat: 2` shot(s)\n\
+         tests/fixtures/bad/expectation-choice.yaml:49:47: probes[5].expectFor.kube-proxy-ipvs.cycle[2]: `web-a` twice: a round names each backend once (for a weighted order, give the exact `sequence`)",
     ),
     (
         "yaml-syntax.yaml",
