@@ -5,6 +5,8 @@
 //! shot counts aside, which say how, not what). A scenario with a setting kube-proxy has no
 //! option for must be refused with the reason.
 
+mod common;
+
 use kpct::proxier::real::RealProxier;
 use kpct::run::NodeProgrammer;
 use std::path::PathBuf;
@@ -34,12 +36,9 @@ fn run(file: &str, spec: &str, alone: bool) {
     }
     let run = outcome.unwrap_or_else(|e| panic!("{} against {spec}: {e:#}", path.display()));
     let yaml = run.observation.to_yaml().expect("observation renders");
-    assert!(
-        run.violations.is_empty(),
-        "{} violated expectation(s):\n{}\n\nobserved:\n{yaml}",
-        run.violations.len(),
-        run.violations.join("\n")
-    );
+    if !run.violations.is_empty() {
+        common::fail_with_report(&run, &format!("{file} against {spec}"));
+    }
     let builtin = proxier.expectations_of();
     let golden = PathBuf::from("snapshots").join(format!("{}@{builtin}.snap", scenario.name));
     let golden = std::fs::read_to_string(&golden)

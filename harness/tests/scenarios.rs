@@ -3,6 +3,8 @@
 //! `harness/snapshots/` (`<scenario>@<proxier>.snap`). Dropping a YAML file into `scenarios/` adds a
 //! case here; see the README for the review flow.
 
+mod common;
+
 use kpct::probe::probe_timeout;
 use std::path::PathBuf;
 
@@ -21,22 +23,7 @@ fn run(file: &str, proxier_name: &str) {
         .unwrap_or_else(|e| panic!("{} against {proxier_name}: {e:#}", path.display()));
     let yaml = run.observation.to_yaml().expect("observation renders");
     if !run.violations.is_empty() {
-        // The report of the run: what each node's kernel held for the failing probes (rules with
-        // their counters, conntrack entries), read before teardown, so that a failure seen once
-        // can be understood from the log alone.
-        let report = kpct::report::document::render(
-            kpct::report::document::Format::Markdown,
-            &kpct::report::Results::new(
-                vec![run.clone()],
-                Vec::new(),
-                kpct::environment::Environment::detect(),
-            ),
-        );
-        panic!(
-            "{} violated expectation(s):\n{}\n\nobserved:\n{yaml}\n\nthe run's report:\n{report}",
-            run.violations.len(),
-            run.violations.join("\n")
-        );
+        common::fail_with_report(&run, &format!("{file} against {proxier_name}"));
     }
     insta::with_settings!({
         snapshot_path => "../snapshots",

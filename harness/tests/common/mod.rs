@@ -13,6 +13,35 @@ use std::time::Duration;
 pub mod netns_watch;
 pub mod processes;
 
+/// Fails a scenario test whose run violated an expectation, with the violations, the
+/// observation and the run's report (what each node's kernel and proxier held for the failing
+/// probes). Written to the process's stderr at once as well as in the panic: libtest prints a
+/// captured panic only when the whole binary ends, and a run cut short (a VM timeout, a kill)
+/// would lose the one message that explains a failure seen once.
+pub fn fail_with_report(run: &kpct::run::ScenarioRun, what: &str) -> ! {
+    use std::io::Write;
+    let yaml = run
+        .observation
+        .to_yaml()
+        .unwrap_or_else(|e| format!("({e})"));
+    let report = kpct::report::document::render(
+        kpct::report::document::Format::Markdown,
+        &kpct::report::Results::new(
+            vec![run.clone()],
+            Vec::new(),
+            kpct::environment::Environment::detect(),
+        ),
+    );
+    let message = format!(
+        "{what}: {} violated expectation(s):\n{}\n\nobserved:\n{yaml}\n\nthe run's report:\n{report}",
+        run.violations.len(),
+        run.violations.join("\n")
+    );
+    // Straight to the file descriptor: not captured by libtest.
+    let _ = std::io::stderr().write_all(format!("{message}\n").as_bytes());
+    panic!("{message}");
+}
+
 /// The head of the two-node topology most integration tests share (underlay, cluster range, two
 /// nodes), to `concat!` with each test's own pods and objects.
 #[macro_export]
