@@ -34,7 +34,7 @@
 //! What the shot then records (no answer, delivered nowhere) is what the timeout would have
 //! recorded. `kpct run --wait-out-drops` turns this off, to compare.
 
-use crate::netfilter::socket::{decode, errno, Message};
+use crate::netfilter::socket::{carried, decode, encode, errno};
 use crate::netfilter::trace_event::{self, TraceEvent};
 use crate::netfilter::verdict_table::{self as table, Marking, CHAINS, TABLE};
 use crate::netns::Netns;
@@ -42,7 +42,6 @@ use crate::probe::packet::ProbePacket;
 use crate::scenario::Protocol;
 use crate::topology::Topology;
 use anyhow::{anyhow, bail, Context, Result};
-use netlink_packet_core::NetlinkPayload;
 use netlink_packet_netfilter::nftables::NfTablesMessage;
 use netlink_packet_netfilter::NetfilterMessageInner;
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
@@ -278,11 +277,7 @@ impl NodeWatch {
     fn is_plain_drop(&self, family: u8, verdict: &DropVerdict, handle: u64) -> Result<bool> {
         let request = table::get_rule(family, &verdict.table, &verdict.chain, handle, 1);
         self.query
-            .send_to(
-                &crate::netfilter::socket::encode(&[request]),
-                &SocketAddr::new(0, 0),
-                0,
-            )
+            .send_to(&encode(&[request]), &SocketAddr::new(0, 0), 0)
             .with_context(|| format!("asking node {} for a rule", self.node))?;
         let deadline = Instant::now() + SETUP_DEADLINE;
         let mut buf = vec![0u8; 64 * 1024];
@@ -306,10 +301,9 @@ impl NodeWatch {
             for message in decode(&buf[..n]) {
                 // A rule that does not decode is not known to be plain: its shot waits.
                 let Ok(message) = message else { continue };
-                if let Some(rule) = nf_tables(&message).and_then(|m| match m {
-                    NfTablesMessage::NewRule(rule) => Some(rule),
-                    _ => None,
-                }) {
+                if let Some((_, NetfilterMessageInner::NfTables(NfTablesMessage::NewRule(rule)))) =
+                    carried(&message)
+                {
                     plain = table::is_plain_drop(rule);
                 } else if errno(&message).is_some() {
                     // The acknowledgement ends the reply; a rule gone meanwhile is not plain.
@@ -329,12 +323,12 @@ impl NodeWatch {
                 Ok(n) => {
                     for message in decode(&buf[..n]) {
                         let Ok(message) = message else { continue };
-                        let NetlinkPayload::InnerMessage(m) = &message.payload else {
-                            continue;
-                        };
-                        if let NetfilterMessageInner::NfTables(NfTablesMessage::Trace(a)) = &m.inner
+                        if let Some((
+                            family,
+                            NetfilterMessageInner::NfTables(NfTablesMessage::Trace(a)),
+                        )) = carried(&message)
                         {
-                            if let Some(event) = trace_event::parse(u8::from(m.header.family), a) {
+                            if let Some(event) = trace_event::parse(family, a) {
                                 each(&event);
                             }
                         }
@@ -407,17 +401,6 @@ fn acknowledged(socket: &Socket, acked: Vec<u32>) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The nf_tables message `message` carries, if it carries one.
-fn nf_tables(message: &Message) -> Option<&NfTablesMessage> {
-    match &message.payload {
-        NetlinkPayload::InnerMessage(m) => match &m.inner {
-            NetfilterMessageInner::NfTables(t) => Some(t),
-            _ => None,
-        },
-        _ => None,
-    }
 }
 
 /// SO_RCVBUFFORCE: a buffer beyond `net.core.rmem_max` (we are root), so a burst of trace

@@ -3,10 +3,10 @@
 //! and to apply a proxier's stale-entry cleanup (kube-proxy's `conntrack.CleanStaleEntries`,
 //! which also lists the table and deletes by filter, pkg/proxy/conntrack/cleanup.go).
 
-use super::socket::{errno, exchange, message, Message};
+use super::socket::{carried, dump, errno, exchange, message, Message};
 use crate::netns::Netns;
 use anyhow::{bail, Context, Result};
-use netlink_packet_core::{NetlinkPayload, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST};
+use netlink_packet_core::{NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST};
 use netlink_packet_netfilter::conntrack::{
     ConntrackAttribute, ConntrackMessage, IPTuple, ProtoTuple, Protocol, Tuple as TupleAttribute,
 };
@@ -89,10 +89,9 @@ impl Tuple {
 
 /// The entry a NEW message (a dump's reply) describes.
 pub(crate) fn entry(message: &Message) -> Option<Entry> {
-    let NetlinkPayload::InnerMessage(m) = &message.payload else {
-        return None;
-    };
-    let NetfilterMessageInner::Conntrack(ConntrackMessage::New(attributes)) = &m.inner else {
+    let Some((_, NetfilterMessageInner::Conntrack(ConntrackMessage::New(attributes)))) =
+        carried(message)
+    else {
         return None;
     };
     let (mut original, mut reply) = (None, None);
@@ -119,30 +118,22 @@ fn acknowledged(replies: &[Message], what: &str) -> Result<()> {
     }
 }
 
-/// Every entry of `ns`'s conntrack table, IPv4 and IPv6, sorted.
-pub fn entries(ns: &Netns) -> Result<Vec<Entry>> {
-    let what = || format!("listing conntrack entries in {}", ns.name());
-    // AF_UNSPEC: ctnetlink_dump_table filters by family only when one is given.
-    let request = message(
+/// The dump of every entry: AF_UNSPEC, as ctnetlink_dump_table filters by family only when one
+/// is given.
+fn dump_request() -> Message {
+    message(
         NetfilterProtoFamily::Unspec,
         0,
         ConntrackMessage::Get(Vec::new()),
         NLM_F_REQUEST | NLM_F_DUMP,
         1,
-    );
-    let replies = exchange(ns, &request, true).with_context(what)?;
-    if let Some(e) = replies.iter().filter_map(errno).find(|e| *e != 0) {
-        bail!("{}: {}", what(), std::io::Error::from_raw_os_error(e));
-    }
-    let mut out: Vec<Entry> = replies.iter().filter_map(entry).collect();
-    out.sort();
-    Ok(out)
+    )
 }
 
-/// Deletes the entry whose original direction is `original`. One that is already gone
-/// (ENOENT: it expired, or a reply to another deletion took it) is not an error.
-pub fn delete(ns: &Netns, original: &Tuple) -> Result<()> {
-    let request = message(
+/// The deletion of the entry whose original direction is `original` (the key the kernel looks
+/// an entry up by).
+fn delete_request(original: &Tuple) -> Message {
+    message(
         match original.src {
             IpAddr::V4(_) => NetfilterProtoFamily::IPv4,
             IpAddr::V6(_) => NetfilterProtoFamily::IPv6,
@@ -153,8 +144,33 @@ pub fn delete(ns: &Netns, original: &Tuple) -> Result<()> {
         )]),
         NLM_F_REQUEST | NLM_F_ACK,
         1,
-    );
-    let replies = exchange(ns, &request, false)
+    )
+}
+
+/// A DELETE with no tuple: the kernel flushes the whole table, of every family with AF_UNSPEC.
+fn flush_request() -> Message {
+    message(
+        NetfilterProtoFamily::Unspec,
+        0,
+        ConntrackMessage::Delete(Vec::new()),
+        NLM_F_REQUEST | NLM_F_ACK,
+        1,
+    )
+}
+
+/// Every entry of `ns`'s conntrack table, IPv4 and IPv6, sorted.
+pub fn entries(ns: &Netns) -> Result<Vec<Entry>> {
+    let replies = dump(ns, &dump_request())
+        .with_context(|| format!("listing conntrack entries in {}", ns.name()))?;
+    let mut out: Vec<Entry> = replies.iter().filter_map(entry).collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Deletes the entry whose original direction is `original`. One that is already gone
+/// (ENOENT: it expired, or a reply to another deletion took it) is not an error.
+pub fn delete(ns: &Netns, original: &Tuple) -> Result<()> {
+    let replies = exchange(ns, &delete_request(original), false)
         .with_context(|| format!("deleting a conntrack entry in {}", ns.name()))?;
     acknowledged(
         &replies,
@@ -172,17 +188,9 @@ pub fn delete_where(ns: &Netns, doomed: impl Fn(&Entry) -> bool) -> Result<usize
     Ok(n)
 }
 
-/// Removes every conntrack entry in `ns` (what `conntrack -F` does): a DELETE with no tuple
-/// flushes the whole table, of every family with AF_UNSPEC.
+/// Removes every conntrack entry in `ns` (what `conntrack -F` does).
 pub fn flush(ns: &Netns) -> Result<()> {
-    let request = message(
-        NetfilterProtoFamily::Unspec,
-        0,
-        ConntrackMessage::Delete(Vec::new()),
-        NLM_F_REQUEST | NLM_F_ACK,
-        1,
-    );
-    let replies = exchange(ns, &request, false)
+    let replies = exchange(ns, &flush_request(), false)
         .with_context(|| format!("flushing conntrack in {}", ns.name()))?;
     acknowledged(&replies, &format!("flushing conntrack in {}", ns.name()))
 }
@@ -194,20 +202,6 @@ mod tests {
 
     fn hex(bytes: &[u8]) -> String {
         bytes.iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    fn delete_request(t: &Tuple) -> Message {
-        let family = match t.src {
-            IpAddr::V4(_) => NetfilterProtoFamily::IPv4,
-            IpAddr::V6(_) => NetfilterProtoFamily::IPv6,
-        };
-        message(
-            family,
-            0,
-            ConntrackMessage::Delete(vec![ConntrackAttribute::CtaTupleOrig(t.attributes())]),
-            NLM_F_REQUEST | NLM_F_ACK,
-            1,
-        )
     }
 
     /// The requests are byte for byte those of the hand-written codec this replaced (its
@@ -230,22 +224,8 @@ mod tests {
         };
         assert_eq!(hex(&encode(&[delete_request(&t4)])), DELETE_V4);
         assert_eq!(hex(&encode(&[delete_request(&t6)])), DELETE_V6);
-        let dump = message(
-            NetfilterProtoFamily::Unspec,
-            0,
-            ConntrackMessage::Get(Vec::new()),
-            NLM_F_REQUEST | NLM_F_DUMP,
-            1,
-        );
-        assert_eq!(hex(&encode(&[dump])), DUMP);
-        let flush = message(
-            NetfilterProtoFamily::Unspec,
-            0,
-            ConntrackMessage::Delete(Vec::new()),
-            NLM_F_REQUEST | NLM_F_ACK,
-            1,
-        );
-        assert_eq!(hex(&encode(&[flush])), FLUSH);
+        assert_eq!(hex(&encode(&[dump_request()])), DUMP);
+        assert_eq!(hex(&encode(&[flush_request()])), FLUSH);
     }
 
     #[test]

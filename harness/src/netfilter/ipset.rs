@@ -2,9 +2,9 @@
 //! nfnetlink subsystem. `netlink-packet-netfilter` has no ipset messages, so this request is
 //! its generic form: the subsystem, the command and one attribute.
 
-use super::socket::{errno, exchange, message};
+use super::socket::{carried, dump, message, Message};
 use crate::netns::Netns;
-use netlink_packet_core::{DefaultNla, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST};
+use netlink_packet_core::{DefaultNla, NLM_F_DUMP, NLM_F_REQUEST};
 use netlink_packet_netfilter::{NetfilterMessageInner, NetfilterProtoFamily, NetfilterSubsystem};
 
 /// `include/uapi/linux/netfilter/nfnetlink.h`: NFNL_SUBSYS_IPSET.
@@ -19,7 +19,13 @@ const IPSET_PROTOCOL_MIN: u8 = 6;
 /// Whether `ns` holds no ipset, so that `ipset save` would print nothing. `None` when the
 /// kernel could not say (then ask the tool).
 pub fn holds_no_ipsets(ns: &Netns) -> Option<bool> {
-    let request = message(
+    let replies = dump(ns, &list_request()).ok()?;
+    Some(!replies.iter().any(|m| carried(m).is_some()))
+}
+
+/// IPSET_CMD_LIST of every set, with the protocol attribute the kernel requires.
+fn list_request() -> Message {
+    message(
         NetfilterProtoFamily::IPv4,
         0,
         NetfilterMessageInner::Other {
@@ -32,16 +38,7 @@ pub fn holds_no_ipsets(ns: &Netns) -> Option<bool> {
         },
         NLM_F_REQUEST | NLM_F_DUMP,
         1,
-    );
-    let replies = exchange(ns, &request, true).ok()?;
-    if replies.iter().filter_map(errno).any(|e| e != 0) {
-        return None;
-    }
-    let sets = replies
-        .iter()
-        .filter(|m| matches!(&m.payload, NetlinkPayload::InnerMessage(_)))
-        .count();
-    Some(sets == 0)
+    )
 }
 
 #[cfg(test)]
@@ -52,18 +49,7 @@ mod tests {
     /// The bytes the hand-written request always had: a padded u8 protocol attribute.
     #[test]
     fn the_list_request_carries_the_protocol_as_a_padded_u8() {
-        let request = message(
-            NetfilterProtoFamily::IPv4,
-            0,
-            NetfilterMessageInner::Other {
-                subsys: NetfilterSubsystem::Other(NFNL_SUBSYS_IPSET),
-                message_type: IPSET_CMD_LIST,
-                attributes: vec![DefaultNla::new(IPSET_ATTR_PROTOCOL, vec![6])],
-            },
-            NLM_F_REQUEST | NLM_F_DUMP,
-            1,
-        );
-        let bytes = encode(&[request]);
+        let bytes = encode(&[list_request()]);
         assert_eq!(bytes.len(), 28);
         assert_eq!(bytes[4..6], 0x0607u16.to_ne_bytes());
         assert_eq!(bytes[16..20], [2, 0, 0, 0]);

@@ -15,7 +15,6 @@ pub mod verdict_table;
 /// Everything kpct reads of a buffer of nfnetlink replies, each message as its reader takes it
 /// (the fuzz surface `netfilter_netlink`); returns how many messages decoded.
 pub(crate) fn read_replies(data: &[u8]) -> usize {
-    use netlink_packet_core::NetlinkPayload;
     use netlink_packet_netfilter::nftables::NfTablesMessage;
     use netlink_packet_netfilter::NetfilterMessageInner;
     let mut decoded = 0;
@@ -24,14 +23,11 @@ pub(crate) fn read_replies(data: &[u8]) -> usize {
         let _ = socket::errno(&message);
         let _ = conntrack::entry(&message);
         let _ = tables::table(&message);
-        let NetlinkPayload::InnerMessage(m) = &message.payload else {
-            continue;
-        };
-        match &m.inner {
-            NetfilterMessageInner::NfTables(NfTablesMessage::Trace(a)) => {
-                let _ = trace_event::parse(u8::from(m.header.family), a);
+        match socket::carried(&message) {
+            Some((family, NetfilterMessageInner::NfTables(NfTablesMessage::Trace(a)))) => {
+                let _ = trace_event::parse(family, a);
             }
-            NetfilterMessageInner::NfTables(NfTablesMessage::NewRule(rule)) => {
+            Some((_, NetfilterMessageInner::NfTables(NfTablesMessage::NewRule(rule)))) => {
                 let _ = verdict_table::is_plain_drop(rule);
             }
             _ => {}

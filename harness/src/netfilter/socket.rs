@@ -3,7 +3,7 @@
 
 use super::guard;
 use crate::netns::Netns;
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_REQUEST,
 };
@@ -17,6 +17,8 @@ pub(crate) type Message = NetlinkMessage<NetfilterMessage>;
 
 /// `include/uapi/linux/netfilter/nfnetlink.h`: the subsystem a batch's `res_id` names.
 const NFNL_SUBSYS_NFTABLES: u16 = 10;
+/// `struct nlmsghdr`'s size.
+const NLMSG_HDRLEN: usize = 16;
 /// Room for one read of replies; the kernel fills a dump's reads to about a page's worth.
 const READ_BUFFER: usize = 32 * 1024;
 
@@ -54,31 +56,52 @@ pub(crate) fn encode(messages: &[Message]) -> Vec<u8> {
     out
 }
 
+/// The netlink messages of a read, whole: each `(type, bytes)`, or, for one whose length cannot
+/// be trusted (which ends the read), the length it claims.
+fn frames(mut buf: &[u8]) -> impl Iterator<Item = std::result::Result<(u16, &[u8]), usize>> {
+    std::iter::from_fn(move || {
+        if buf.len() < NLMSG_HDRLEN {
+            return None;
+        }
+        let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        if len < NLMSG_HDRLEN || len > buf.len() {
+            buf = &[];
+            return Some(Err(len));
+        }
+        let frame = (u16::from_ne_bytes([buf[4], buf[5]]), &buf[..len]);
+        buf = &buf[((len + 3) & !3).min(buf.len())..];
+        Some(Ok(frame))
+    })
+}
+
 /// Each netlink message of a buffer the kernel sent that kpct reads, decoded; a message that
 /// does not decode is an error naming what failed (and one whose length cannot be trusted ends
 /// the buffer). Messages of kinds kpct never reads are passed over.
-pub(crate) fn decode(mut buf: &[u8]) -> Vec<Result<Message>> {
-    let mut out = Vec::new();
-    while buf.len() >= 16 {
-        let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-        if len < 16 || len > buf.len() {
-            out.push(Err(anyhow!(
-                "a netlink message of {len} bytes in a read of {}",
-                buf.len()
-            )));
-            break;
-        }
-        let kind = u16::from_ne_bytes([buf[4], buf[5]]);
-        if guard::read(kind) {
-            out.push(match guard::refusal(kind, &buf[16..len]) {
-                Some(why) => Err(anyhow!("decoding a netfilter message: {why}")),
-                None => Message::deserialize(&buf[..len])
-                    .map_err(|e| anyhow!("decoding a netfilter message: {e}")),
-            });
-        }
-        buf = &buf[((len + 3) & !3).min(buf.len())..];
+pub(crate) fn decode(buf: &[u8]) -> Vec<Result<Message>> {
+    frames(buf)
+        .filter(|frame| frame.map_or(true, |(kind, _)| guard::read(kind)))
+        .map(|frame| {
+            let (kind, bytes) = frame.map_err(|len| {
+                anyhow!(
+                    "a netlink message of {len} bytes in a read of {}",
+                    buf.len()
+                )
+            })?;
+            if let Some(why) = guard::refusal(kind, &bytes[NLMSG_HDRLEN..]) {
+                return Err(anyhow!("decoding a netfilter message: {why}"));
+            }
+            Message::deserialize(bytes).map_err(|e| anyhow!("decoding a netfilter message: {e}"))
+        })
+        .collect()
+}
+
+/// The family and the netfilter message `message` carries, if it carries one (not an
+/// acknowledgement, an error or the end of a dump).
+pub(crate) fn carried(message: &Message) -> Option<(u8, &NetfilterMessageInner)> {
+    match &message.payload {
+        NetlinkPayload::InnerMessage(m) => Some((u8::from(m.header.family), &m.inner)),
+        _ => None,
     }
-    out
 }
 
 /// The errno of an NLMSG_ERROR reply: `Some(0)` for an acknowledgement.
@@ -116,18 +139,24 @@ pub(crate) fn exchange(ns: &Netns, request: &Message, dump: bool) -> Result<Vec<
 
 /// Whether a read holds the end of a dump (NLMSG_DONE) or an error ending it, judged from the
 /// message types alone, so that a message that does not decode cannot keep the read going.
-fn ends_dump(mut buf: &[u8]) -> bool {
+fn ends_dump(buf: &[u8]) -> bool {
     const NLMSG_ERROR: u16 = 2;
     const NLMSG_DONE: u16 = 3;
-    while buf.len() >= 16 {
-        let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-        let kind = u16::from_ne_bytes([buf[4], buf[5]]);
-        if kind == NLMSG_DONE || kind == NLMSG_ERROR || len < 16 {
-            return true;
-        }
-        buf = &buf[((len + 3) & !3).min(buf.len())..];
+    frames(buf).any(|frame| match frame {
+        Ok((kind, _)) => kind == NLMSG_DONE || kind == NLMSG_ERROR,
+        // A length below a header's ends it; one past the read's end leaves it to the next.
+        Err(len) => len < NLMSG_HDRLEN,
+    })
+}
+
+/// The replies to the dump `request` in `ns`; an error if the kernel refused it (e.g. the
+/// subsystem's module is not loaded).
+pub(crate) fn dump(ns: &Netns, request: &Message) -> Result<Vec<Message>> {
+    let replies = exchange(ns, request, true)?;
+    if let Some(e) = replies.iter().filter_map(errno).find(|e| *e != 0) {
+        bail!("{}", std::io::Error::from_raw_os_error(e));
     }
-    false
+    Ok(replies)
 }
 
 /// One nf_tables transaction: `messages` (each with its flags) between BATCH_BEGIN and

@@ -2,15 +2,15 @@
 //! whether any iptables-nft table is there (what an empty `iptables-save` would say). A tool
 //! run costs ~0.2 s in the emulated VM; these cost a netlink round trip.
 
-use super::socket::{errno, exchange, message, Message};
+use super::socket::{carried, dump, message, Message};
 use crate::netns::Netns;
-use anyhow::{bail, Result};
-use netlink_packet_core::{NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST};
+use anyhow::Result;
+use netlink_packet_core::{NLM_F_DUMP, NLM_F_REQUEST};
 use netlink_packet_netfilter::nftables::{NfTablesMessage, TableAttribute, TableMessage};
 use netlink_packet_netfilter::{NetfilterMessageInner, NetfilterProtoFamily};
 
 /// The tables a dump of `family` returns: (NFPROTO_* family, name) each.
-fn dump(ns: &Netns, family: NetfilterProtoFamily) -> Result<Vec<(u8, String)>> {
+fn tables_of(ns: &Netns, family: NetfilterProtoFamily) -> Result<Vec<(u8, String)>> {
     let request = message(
         family,
         0,
@@ -20,23 +20,18 @@ fn dump(ns: &Netns, family: NetfilterProtoFamily) -> Result<Vec<(u8, String)>> {
         NLM_F_REQUEST | NLM_F_DUMP,
         1,
     );
-    let replies = exchange(ns, &request, true)?;
-    if let Some(e) = replies.iter().filter_map(errno).find(|e| *e != 0) {
-        bail!("{}", std::io::Error::from_raw_os_error(e));
-    }
-    Ok(replies.iter().filter_map(table).collect())
+    Ok(dump(ns, &request)?.iter().filter_map(table).collect())
 }
 
 /// The (family, name) of a NEWTABLE reply.
 pub(crate) fn table(message: &Message) -> Option<(u8, String)> {
-    let NetlinkPayload::InnerMessage(m) = &message.payload else {
-        return None;
-    };
-    let NetfilterMessageInner::NfTables(NfTablesMessage::NewTable(t)) = &m.inner else {
+    let Some((family, NetfilterMessageInner::NfTables(NfTablesMessage::NewTable(t)))) =
+        carried(message)
+    else {
         return None;
     };
     t.attributes.iter().find_map(|a| match a {
-        TableAttribute::Name(name) => Some((u8::from(m.header.family), name.clone())),
+        TableAttribute::Name(name) => Some((family, name.clone())),
         _ => None,
     })
 }
@@ -44,14 +39,14 @@ pub(crate) fn table(message: &Message) -> Option<(u8, String)> {
 /// Every nf_tables table of `ns`, of any family: (NFPROTO_* family, name), as `nft list
 /// tables` would name them.
 pub fn nft_tables(ns: &Netns) -> Result<Vec<(u8, String)>> {
-    dump(ns, NetfilterProtoFamily::Unspec)
+    tables_of(ns, NetfilterProtoFamily::Unspec)
 }
 
 /// Whether `ns` holds no nf_tables table of family `ip` (where iptables-nft's tables live), so
 /// that `iptables-save` (nft) would print nothing. `None` when the kernel could not say (then
 /// ask the tool).
 pub fn holds_no_ip_tables(ns: &Netns) -> Option<bool> {
-    dump(ns, NetfilterProtoFamily::IPv4)
+    tables_of(ns, NetfilterProtoFamily::IPv4)
         .ok()
         .map(|tables| tables.is_empty())
 }
