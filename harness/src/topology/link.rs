@@ -151,17 +151,13 @@ impl NetlinkNs {
             .address(local_mac.to_vec())
             .set_info_data(InfoData::Veth(InfoVeth::Peer(peer_msg)))
             .build();
-        self.handle
-            .link()
-            .add(msg)
-            .execute()
-            .await
-            .with_context(|| {
-                self.ctx(&format!(
-                    "creating veth {local} <-> {peer} (in {})",
-                    peer_ns.name()
-                ))
-            })
+        self.add_link(msg, || {
+            self.ctx(&format!(
+                "creating veth {local} <-> {peer} (in {})",
+                peer_ns.name()
+            ))
+        })
+        .await
     }
 
     pub async fn add_bridge(&self, name: &str, mac: [u8; 6]) -> Result<()> {
