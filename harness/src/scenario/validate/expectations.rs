@@ -57,23 +57,19 @@ impl<'a> Checker<'a> {
                 format!("the counts add up to {counted}, but the probe fires `repeat: {repeat}` shot(s)"),
             );
         }
-        if expect.sequence.len() > repeat as usize {
-            self.err(
-                path.key("sequence"),
-                format!(
-                    "a sequence of {} backends is longer than the probe's `repeat: {repeat}` shot(s)",
-                    expect.sequence.len()
-                ),
-            );
-        }
-        if expect.cycle.len() > repeat as usize {
-            self.err(
-                path.key("cycle"),
-                format!(
-                    "a round of {} backends is longer than the probe's `repeat: {repeat}` shot(s)",
-                    expect.cycle.len()
-                ),
-            );
+        for (field, what, pods) in [
+            ("sequence", "a sequence", &expect.sequence),
+            ("cycle", "a round", &expect.cycle),
+        ] {
+            if pods.len() > repeat as usize {
+                self.err(
+                    path.key(field),
+                    format!(
+                        "{what} of {} backends is longer than the probe's `repeat: {repeat}` shot(s)",
+                        pods.len()
+                    ),
+                );
+            }
         }
         for (k, pod) in expect.cycle.iter().enumerate() {
             if expect.cycle[..k].contains(pod) {
