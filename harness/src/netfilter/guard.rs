@@ -4,8 +4,9 @@
 //! `NlaBuffer` (`cmp`, `immediate` and `bitwise` data in 0.4.0) and panics on them. The kernel
 //! never sends such a rule; fuzzing the replies (`netfilter_netlink`) found it.
 
+use netlink_packet_core::{NlaBuffer, NlasIterator};
+
 const NLA_HEADER: usize = 4;
-const NLA_TYPE_MASK: u16 = 0x3fff;
 /// `struct nfgenmsg` precedes every nfnetlink message's attributes.
 const NFGENMSG: usize = 4;
 
@@ -69,28 +70,19 @@ pub(super) fn refusal(kind: u16, payload: &[u8]) -> Option<String> {
     None
 }
 
-/// Whether `value` starts with an attribute whose length fits it.
+/// Whether `value` starts with an attribute whose length fits it: what the crate reads through
+/// an unchecked `NlaBuffer` there, checked as its own checked reads are.
 fn one_whole_attribute(value: &[u8]) -> bool {
-    let Some(header) = value.get(..NLA_HEADER) else {
-        return false;
-    };
-    let len = usize::from(u16::from_ne_bytes([header[0], header[1]]));
-    (NLA_HEADER..=value.len()).contains(&len)
+    NlaBuffer::new_checked(value).is_ok()
 }
 
-/// `(type, value)` of each whole attribute of `buf`, in order; stops at the first that is not.
-fn attributes(mut buf: &[u8]) -> Vec<(u16, &[u8])> {
-    let mut out = Vec::new();
-    while buf.len() >= NLA_HEADER {
-        let len = usize::from(u16::from_ne_bytes([buf[0], buf[1]]));
-        let kind = u16::from_ne_bytes([buf[2], buf[3]]) & NLA_TYPE_MASK;
-        if len < NLA_HEADER || len > buf.len() {
-            break;
-        }
-        out.push((kind, &buf[NLA_HEADER..len]));
-        buf = &buf[((len + 3) & !3).min(buf.len())..];
-    }
-    out
+/// `(type, value)` of each whole attribute of `buf`, in order, walked as the crate walks it
+/// (`NlasIterator`): it stops at the first that is not whole.
+fn attributes(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    NlasIterator::new(buf).map_while(Result::ok).map(|nla| {
+        let (kind, len) = (nla.kind(), usize::from(nla.length()));
+        (kind, &nla.into_inner()[NLA_HEADER..len])
+    })
 }
 
 #[cfg(test)]
