@@ -198,11 +198,7 @@ pub fn flush(ns: &Netns) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::netfilter::socket::{decode, encode};
-
-    fn hex(bytes: &[u8]) -> String {
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
-    }
+    use crate::netfilter::socket::{decode, encode, hex};
 
     /// The requests are byte for byte those of the hand-written codec this replaced (its
     /// encodings captured before it went).

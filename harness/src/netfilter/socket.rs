@@ -74,6 +74,12 @@ fn frames(mut buf: &[u8]) -> impl Iterator<Item = std::result::Result<(u16, &[u8
     })
 }
 
+/// Bytes as lowercase hex: how the tests write the encodings they hold requests to.
+#[cfg(test)]
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Each netlink message of a buffer the kernel sent that kpct reads, decoded; a message that
 /// does not decode is an error naming what failed (and one whose length cannot be trusted ends
 /// the buffer). Messages of kinds kpct never reads are passed over.

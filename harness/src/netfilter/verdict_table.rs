@@ -301,11 +301,7 @@ pub(crate) fn is_plain_drop(rule: &RuleMessage) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::netfilter::socket::encode;
-
-    fn hex(bytes: &[u8]) -> String {
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
-    }
+    use crate::netfilter::socket::{encode, hex};
 
     /// Every transaction is byte for byte what the hand-written codec this replaced sent (its
     /// encodings captured before it went), so the kernel is asked exactly what it was.
