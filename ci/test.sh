@@ -53,7 +53,7 @@ case "$(realpath -m "$out")/" in
   "$repo"/*) ;;
   *) echo "ci/test.sh: KPCT_TEST_OUT must lie inside $repo (the VM writes results back there)" >&2; exit 2 ;;
 esac
-mkdir -p "$repo/harness/snapshots"
+mkdir -p "$repo/snapshots"
 rm -rf "$out"
 mkdir -p "$out"
 cd "$repo"

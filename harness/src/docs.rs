@@ -1,5 +1,5 @@
 //! The README's generated parts: the scenario table, from `scenarios/*.yaml` and
-//! `harness/snapshots/`, and the scenario field reference, from the schema
+//! `snapshots/`, and the scenario field reference, from the schema
 //! ([`crate::scenario::reference`]).
 //!
 //! A proxier is listed for a scenario when a golden snapshot exists for the pair: the snapshot
@@ -46,7 +46,7 @@ pub fn scenario_table(repo: &Path) -> Result<String> {
             .iter()
             .copied()
             .filter(|p| {
-                repo.join("harness/snapshots")
+                repo.join(crate::record::SNAPSHOT_DIR)
                     .join(format!("{}@{p}.snap", s.name))
                     .exists()
             })

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
 /// Where the scenario tests keep their goldens, under the repository root.
-pub const SNAPSHOT_DIR: &str = "harness/snapshots";
+pub const SNAPSHOT_DIR: &str = "snapshots";
 
 /// What recording one run did.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -184,7 +184,7 @@ fn read(ns: &Netns, p: &Programming) -> EffectiveState {
 }
 
 fn snapshot(name: &str, text: &str) {
-    insta::with_settings!({snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots")}, {
+    insta::with_settings!({snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/../snapshots")}, {
         insta::assert_snapshot!(name, text);
     });
 }

@@ -68,7 +68,7 @@ async fn programmed_node_a(proxier: &str) -> EffectiveState {
 }
 
 fn snapshot(name: &str, state: &EffectiveState) {
-    insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false, omit_expression => true}, {
+    insta::with_settings!({snapshot_path => "../../snapshots", prepend_module_to_snapshot => false, omit_expression => true}, {
         insta::assert_snapshot!(name, state.to_text());
     });
 }

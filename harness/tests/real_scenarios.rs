@@ -40,7 +40,7 @@ fn run(file: &str, spec: &str, alone: bool) {
         common::fail_with_report(&run, &format!("{file} against {spec}"));
     }
     let builtin = proxier.expectations_of();
-    let golden = PathBuf::from("snapshots").join(format!("{}@{builtin}.snap", scenario.name));
+    let golden = PathBuf::from("../snapshots").join(format!("{}@{builtin}.snap", scenario.name));
     let golden = std::fs::read_to_string(&golden)
         .unwrap_or_else(|e| panic!("reading {}: {e}", golden.display()));
     let differences = kpct::run::behaviour_differences(&golden, &yaml).expect("documents read");

@@ -36,18 +36,15 @@ fn records_pending_snapshots_only_for_what_changed() {
     )
     .unwrap();
     let new = kpct_record(&["--proxier", "kube-proxy-iptables", file.to_str().unwrap()]);
-    let pending = repo.join(format!(
-        "harness/snapshots/{name}@kube-proxy-iptables.snap.new"
-    ));
+    let pending = repo.join(format!("snapshots/{name}@kube-proxy-iptables.snap.new"));
     let written = std::fs::read_to_string(&pending);
     let _ = std::fs::remove_file(&pending);
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(new.status.success(), "{new:?}");
     let written = written.expect("a pending snapshot");
-    let golden = std::fs::read_to_string(
-        repo.join("harness/snapshots/clusterip-udp@kube-proxy-iptables.snap"),
-    )
-    .unwrap();
+    let golden =
+        std::fs::read_to_string(repo.join("snapshots/clusterip-udp@kube-proxy-iptables.snap"))
+            .unwrap();
     let observation = |s: &str| s.split_once("\n---\n").map(|(_, b)| b.to_string()).unwrap();
     assert_eq!(
         observation(&written),

@@ -198,7 +198,7 @@ fn report_of_a_failing_run_shows_expectation_observation_and_kernel_state() {
         .replace_all(&md, "[packets:bytes] -A ")
         .into_owned();
     insta::with_settings!({
-        snapshot_path => "../snapshots",
+        snapshot_path => "../../snapshots",
         prepend_module_to_snapshot => false,
         omit_expression => true,
         description => "kpct run --report, nodeport-external-each-node: intact kube-proxy-iptables, and without its MASQUERADE rule",

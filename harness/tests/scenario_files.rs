@@ -142,7 +142,7 @@ fn kpct_validate_refuses_what_is_not_a_small_regular_file() {
 /// `cargo insta pending-snapshots` (which `cargo insta review` walks through).
 #[test]
 fn cargo_insta_lists_a_pending_scenario_snapshot() {
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots");
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("../snapshots");
     assert!(golden
         .join("clusterip-udp@kube-proxy-iptables.snap")
         .exists());

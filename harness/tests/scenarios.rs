@@ -1,6 +1,6 @@
 //! Every scenario in `scenarios/` against the three reference proxiers, in real namespaces: the
 //! declared expectations must hold, and the observation must match its golden snapshot in
-//! `harness/snapshots/` (`<scenario>@<proxier>.snap`). Dropping a YAML file into `scenarios/` adds a
+//! `snapshots/` (`<scenario>@<proxier>.snap`). Dropping a YAML file into `scenarios/` adds a
 //! case here; see the README for the review flow.
 
 mod common;
@@ -26,7 +26,7 @@ fn run(file: &str, proxier_name: &str) {
         common::fail_with_report(&run, &format!("{file} against {proxier_name}"));
     }
     insta::with_settings!({
-        snapshot_path => "../snapshots",
+        snapshot_path => "../../snapshots",
         prepend_module_to_snapshot => false,
         omit_expression => true,
         // Relative, so a golden file does not carry the path of the machine that wrote it.

@@ -53,7 +53,7 @@ enum Command {
     Compare(compare::Args),
     /// Run one scenario many times and report whether every observation is identical.
     Soak(soak::Args),
-    /// Print the README's scenario table, generated from scenarios/ and harness/snapshots/.
+    /// Print the README's scenario table, generated from scenarios/ and snapshots/.
     ScenarioTable(scenario_table::Args),
     /// Build a scenario's topology and programming and leave it running for debugging.
     Lab(lab::Args),
