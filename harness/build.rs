@@ -172,7 +172,7 @@ fn main() {
     for (module, tests) in by_module {
         let _ = write!(
             out,
-            "mod {module} {{\n    #[allow(unused_imports)]\n    use kpct::caps::{{require_ipvs, require_sctp}};\n{tests}}}\n"
+            "mod {module} {{\n    #[allow(unused_imports)]\n    use kpct::kernel_features::{{require_ipvs, require_sctp}};\n{tests}}}\n"
         );
     }
     let out_dir = std::env::var("OUT_DIR").expect("OUT_DIR");

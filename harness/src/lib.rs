@@ -7,7 +7,7 @@
 //! documentation: they are the house's rooms, not its front door.
 //!
 //! The map, from the ground floor up. Each floor uses only its own and the floors below it, but
-//! for three lines up: a scenario names the kernel features it needs (`caps::Feature`) and its
+//! for three lines up: a scenario names the kernel features it needs (`kernel_features::Feature`) and its
 //! validator knows the built-ins' names (`expectFor`), and observations leave fields out of
 //! documents except in the wire form (`report::wire`).
 
@@ -45,9 +45,9 @@ pub mod apiserver;
 #[doc(hidden)]
 pub mod backends;
 #[doc(hidden)]
-pub mod caps;
-#[doc(hidden)]
 pub mod capture;
+#[doc(hidden)]
+pub mod kernel_features;
 #[doc(hidden)]
 pub mod programming;
 #[doc(hidden)]
@@ -62,8 +62,8 @@ mod draining;
 pub mod drop_verdicts;
 mod evidence;
 mod expectation_check;
-mod flows;
 mod ipvs_connections;
+mod kept_flows;
 #[doc(hidden)]
 pub mod observe;
 #[doc(hidden)]
@@ -73,33 +73,20 @@ pub mod proxier;
 #[doc(hidden)]
 pub mod run;
 
-// Top floor: what is made of runs. Reports, baselines, programming compared, parallel runs and
-// their progress, and the operations of the CLI (lab, soak, trace, bench, record, docs).
+// Top floor: what is made of runs. Reports, baselines, programming compared, what a result was
+// produced on, output paths checked before a run, the fuzzed input surfaces, and the operations
+// behind the CLI's commands (the suite run, lab, soak, trace, bench, record, the README's tables).
 #[doc(hidden)]
 pub mod baseline;
 #[doc(hidden)]
-pub mod bench;
-#[doc(hidden)]
-pub mod docs;
-#[doc(hidden)]
-pub mod environment;
-#[doc(hidden)]
 pub mod fuzz_surfaces;
 #[doc(hidden)]
-pub mod lab;
+pub mod operations;
 #[doc(hidden)]
-pub mod output;
-#[doc(hidden)]
-pub mod parallel;
+pub mod output_paths;
 #[doc(hidden)]
 pub mod programming_diff;
 #[doc(hidden)]
-pub mod progress;
-#[doc(hidden)]
-pub mod record;
+pub mod provenance;
 #[doc(hidden)]
 pub mod report;
-#[doc(hidden)]
-pub mod soak;
-#[doc(hidden)]
-pub mod trace;

@@ -2,7 +2,7 @@
 //! builds its own namespaces; tests named `needs_ipvs_*` need a kernel with IP_VS.
 
 use ipvs_genl::{Destination, ForwardMethod, Protocol, Service, ServiceKey};
-use kpct::caps;
+use kpct::kernel_features;
 use kpct::netns::naming::RunPrefix;
 use kpct::netns::{install_signal_cleanup, Netns};
 use kpct::programming::kube_ipvs0::{DeviceKind, DevicePolicy};
@@ -19,8 +19,8 @@ fn netns(role: &str) -> Netns {
     Netns::create(&format!("{}{role}", RunPrefix::next().as_str())).expect("create namespace")
 }
 
-fn kernel() -> caps::Capabilities {
-    caps::detect().expect("probe kernel capabilities")
+fn kernel() -> kernel_features::Capabilities {
+    kernel_features::detect().expect("probe kernel capabilities")
 }
 
 fn applier() -> Applier {
@@ -28,7 +28,7 @@ fn applier() -> Applier {
 }
 
 fn dummy_expected() -> bool {
-    kernel().get(caps::Feature::Dummy).ok()
+    kernel().get(kernel_features::Feature::Dummy).ok()
 }
 
 fn chain(name: &str) -> ChainDecl {
@@ -479,7 +479,7 @@ fn failure_on_top_of_existing_state_restores_it() {
 
 #[test]
 fn needs_ipvs_apply_and_read_back() {
-    caps::require_ipvs();
+    kernel_features::require_ipvs();
     let ns = netns("apply-ipvs");
     let p = hand_made_ipvs();
     let report = applier().apply(&ns, "node-a", &p, None).expect("apply");
@@ -508,7 +508,7 @@ fn needs_ipvs_apply_and_read_back() {
 
 #[test]
 fn needs_ipvs_failure_at_ipvs_rolls_everything_back() {
-    caps::require_ipvs();
+    kernel_features::require_ipvs();
     let ns = netns("bad-ipvs");
     let mut bad = hand_made_ipvs();
     bad.ipvs[1].service.scheduler = "no-such-scheduler".into();
@@ -553,7 +553,7 @@ fn needs_ipvs_failure_at_ipvs_rolls_everything_back() {
 /// keeping the kernel's value; a programming of timeouts alone leaves the table alone.
 #[test]
 fn needs_ipvs_timeouts_apply_and_read_back() {
-    caps::require_ipvs();
+    kernel_features::require_ipvs();
     let ns = netns("ipvs-timeouts");
     applier()
         .apply(&ns, "node-a", &hand_made_ipvs(), None)
@@ -631,7 +631,7 @@ fn legacy_iptables_backend_applies_and_rolls_back() {
 /// round.
 #[test]
 fn needs_ipvs_delete_others_keeps_only_the_excluded_foreign_services() {
-    caps::require_ipvs();
+    kernel_features::require_ipvs();
     let ns = netns("ipvs-delete-others");
     let foreign = |addr: &str| VirtualServer {
         service: Service::new(
@@ -1043,7 +1043,7 @@ fn nft_scripts_that_do_not_name_their_tables_are_refused_at_their_line() {
 
 #[test]
 fn needs_ipvs_a_later_failure_rolls_the_nft_tables_back() {
-    caps::require_ipvs();
+    kernel_features::require_ipvs();
     let ns = netns("nft-ipvs");
     applier()
         .apply(&ns, "node-a", &nft_programming(&[]), None)

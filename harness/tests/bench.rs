@@ -1,7 +1,7 @@
 //! `kpct bench` at a small size against the real kernel (needs root): the numbers are never
 //! asserted, only that every step ran and every timed connection reached a backend.
 
-use kpct::bench::{scale, ScaleOptions, SuiteOptions};
+use kpct::operations::bench::{scale, ScaleOptions, SuiteOptions};
 use kpct::programming::tools::IptablesBackend;
 use kpct::proxier::builtin;
 use std::time::Duration;
@@ -82,7 +82,7 @@ fn bench_suite_times_serial_and_parallel_side_by_side_iptables() {
         workers: 2,
         ..SuiteOptions::default()
     };
-    let out = kpct::bench::suite(
+    let out = kpct::operations::bench::suite(
         &[Box::new(builtin("kube-proxy-iptables").unwrap()) as Box<dyn kpct::run::NodeProgrammer>],
         &opts,
     )

@@ -5,7 +5,7 @@
 
 mod common;
 
-use kpct::caps::require_ipvs;
+use kpct::kernel_features::require_ipvs;
 use kpct::programming::{apply, effective_state, EffectiveState, ReadOptions, Table};
 use kpct::proxier::builtin;
 use kpct::scenario;

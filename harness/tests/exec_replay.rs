@@ -297,7 +297,7 @@ fn replay_of_a_dual_stack_iptables_node_reproduces_both_families() {
 /// ip6tables; the replay puts all of them back.
 #[test]
 fn needs_ipvs_replay_of_a_dual_stack_ipvs_node_reproduces_both_families() {
-    kpct::caps::require_ipvs();
+    kpct::kernel_features::require_ipvs();
     let s = kpct::scenario::load(Path::new("../scenarios/dual-stack-clusterip.yaml")).unwrap();
     let cluster = kpct::scenario::cluster_state(&s);
     let node = kpct::scenario::node_context(&s, "node-a").unwrap();

@@ -23,12 +23,12 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
     ("harness/src/netns/mod.rs", "program", &[]),
     // Version lines of the tools, for reports.
     (
-        "harness/src/environment.rs",
+        "harness/src/provenance.rs",
         "program",
         &["iptables", "ipset", "ipvsadm", "dpkg-query"],
     ),
     ("harness/src/programming/tools.rs", "program", &[]),
-    ("harness/src/caps.rs", "program", &[]),
+    ("harness/src/kernel_features.rs", "program", &[]),
     // The hand-written rules a drop-verdict test puts on a node.
     (
         "harness/tests/drop_verdicts.rs",
@@ -37,7 +37,7 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
     ),
     // The VM runner `kpct run` hands runs to: KPCT_VM_RUNNER, which ci/kpct.sh sets to
     // ci/vm.sh (a script of the repository, its own programs scanned with it).
-    ("harness/src/bin/kpct/commands/vm_share.rs", "runner", &[]),
+    ("harness/src/operations/suite/vm_share.rs", "runner", &[]),
     // The real proxiers ci/real-proxiers.sh builds (target/real-proxiers/), asked for --version.
     ("harness/tests/real_proxiers_build.rs", "&path", &[]),
     // The same, when a programming comparison asks a real kube-proxy for its version.
@@ -46,7 +46,7 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
     ("harness/src/proxier/replay.rs", "program", &[]),
     // The trace monitor: xtables-monitor, or nft where a node holds nftables tables.
     (
-        "harness/src/trace/monitor.rs",
+        "harness/src/operations/trace/monitor.rs",
         "program",
         &["xtables-monitor", "nft"],
     ),
@@ -81,7 +81,7 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
         &[],
     ),
     (
-        "harness/src/bench/scale.rs",
+        "harness/src/operations/bench/scale.rs",
         "tool",
         &["iptables-restore", "ipset"],
     ),

@@ -168,8 +168,11 @@ fn a_run_this_kernel_cannot_hold_is_not_run_here_everywhere() {
         report.to_str().unwrap(),
     ]);
     let text = stdout(&out);
-    let caps = kpct::caps::detect().unwrap();
-    if !caps.missing(&[kpct::caps::Feature::Sctp]).is_empty() {
+    let caps = kpct::kernel_features::detect().unwrap();
+    if !caps
+        .missing(&[kpct::kernel_features::Feature::Sctp])
+        .is_empty()
+    {
         assert_eq!(out.status.code(), Some(3), "{text}");
         assert!(
             text.contains("NOT ALL RUN: 2 probe(s), 2 passed, 0 failed; 1 run(s) not run here")

@@ -268,8 +268,8 @@ fn kpct_temp_files() -> std::collections::BTreeSet<PathBuf> {
 }
 
 fn lab_down(name: &str) {
-    if !kpct::lab::existing(name).unwrap().is_empty() {
-        kpct::lab::down(name).unwrap();
+    if !kpct::operations::lab::existing(name).unwrap().is_empty() {
+        kpct::operations::lab::down(name).unwrap();
     }
 }
 

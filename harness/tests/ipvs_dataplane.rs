@@ -5,8 +5,8 @@
 mod common;
 
 use common::udp_socket;
-use kpct::caps::require_ipvs;
 use kpct::capture::{Capture, Flow};
+use kpct::kernel_features::require_ipvs;
 use kpct::scenario::Scenario;
 use kpct::topology::Topology;
 use std::net::{Ipv4Addr, SocketAddrV4};

@@ -99,7 +99,7 @@ fn an_output_the_vm_cannot_give_back_is_refused_before_booting() {
 ///   runs made here keep their results.
 #[test]
 fn a_run_hands_only_what_this_kernel_lacks_to_the_vm() {
-    let caps = kpct::caps::detect().unwrap();
+    let caps = kpct::kernel_features::detect().unwrap();
     let lacks = |f| !caps.missing(&[f]).is_empty();
     let dir = std::env::temp_dir().join(format!(
         "{}vm-runner",
@@ -154,7 +154,7 @@ fn a_run_hands_only_what_this_kernel_lacks_to_the_vm() {
         "--scenario",
         "scenarios/sctp-services.yaml",
     ]);
-    if lacks(kpct::caps::Feature::Sctp) {
+    if lacks(kpct::kernel_features::Feature::Sctp) {
         assert!(
             calls.contains(" --only-run sctp-services=kube-proxy-iptables")
                 && !calls.contains("clusterip-udp")
@@ -185,7 +185,7 @@ fn a_run_hands_only_what_this_kernel_lacks_to_the_vm() {
         "scenarios/clusterip-udp.yaml",
     ]);
     std::fs::remove_dir_all(&dir).unwrap();
-    if lacks(kpct::caps::Feature::IpVs) {
+    if lacks(kpct::kernel_features::Feature::IpVs) {
         assert!(
             calls.contains(" --only-run clusterip-udp=kube-proxy-ipvs"),
             "{calls}"

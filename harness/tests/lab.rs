@@ -3,7 +3,7 @@
 
 mod common;
 
-use kpct::caps::require_ipvs;
+use kpct::kernel_features::require_ipvs;
 use kpct::proxier::builtin;
 use std::process::Command;
 
@@ -47,7 +47,7 @@ services:
     kpct::scenario::parse(&text, &format!("{name}.yaml")).unwrap()
 }
 
-fn in_node(lab: &kpct::lab::Lab, cmd: &[&str]) -> String {
+fn in_node(lab: &kpct::operations::lab::Lab, cmd: &[&str]) -> String {
     let (_, ns) = lab
         .namespaces
         .iter()
@@ -71,7 +71,7 @@ struct DownOnDrop(String);
 
 impl Drop for DownOnDrop {
     fn drop(&mut self) {
-        let _ = kpct::lab::down(&self.0);
+        let _ = kpct::operations::lab::down(&self.0);
     }
 }
 
@@ -90,15 +90,15 @@ async fn up_check_down_of(
     let name = format!("labtest-{}-{tag}{}", std::process::id(), proxier);
     let s = make(&name);
     let _guard = DownOnDrop(name.clone());
-    let lab = kpct::lab::up(&s, builtin(proxier).unwrap().as_ref())
+    let lab = kpct::operations::lab::up(&s, builtin(proxier).unwrap().as_ref())
         .await
         .unwrap();
     assert_eq!(
-        kpct::lab::existing(&name).unwrap().len(),
+        kpct::operations::lab::existing(&name).unwrap().len(),
         3,
         "fabric, node and pod are up"
     );
-    let instructions = kpct::lab::instructions(&lab);
+    let instructions = kpct::operations::lab::instructions(&lab);
     assert!(instructions.contains("ip netns exec"), "{instructions}");
     assert!(
         instructions.contains("no backends are running"),
@@ -106,7 +106,7 @@ async fn up_check_down_of(
     );
     // Every troubleshooting command the lab prints works on what this proxier programmed.
     // (`in_node` asserts that each succeeds.)
-    for cmd in kpct::lab::troubleshooting(proxier, &lab.families) {
+    for cmd in kpct::operations::lab::troubleshooting(proxier, &lab.families) {
         in_node(&lab, &cmd.split(' ').collect::<Vec<_>>());
     }
     // The lab outlives its creator's cleanup registry, and `kpct cleanup` leaves it alone.
@@ -122,8 +122,11 @@ async fn up_check_down_of(
             cmd.join(" ")
         );
     }
-    kpct::lab::down(&name).unwrap();
-    assert_eq!(kpct::lab::existing(&name).unwrap(), Vec::<String>::new());
+    kpct::operations::lab::down(&name).unwrap();
+    assert_eq!(
+        kpct::operations::lab::existing(&name).unwrap(),
+        Vec::<String>::new()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -179,23 +182,23 @@ async fn lab_names_match_exactly() {
     let long = format!("{short}-more");
     let (_g1, _g2) = (DownOnDrop(short.clone()), DownOnDrop(long.clone()));
     let proxier = builtin("kube-proxy-iptables").unwrap();
-    kpct::lab::up(&scenario(&short), proxier.as_ref())
+    kpct::operations::lab::up(&scenario(&short), proxier.as_ref())
         .await
         .unwrap();
-    kpct::lab::up(&scenario(&long), proxier.as_ref())
+    kpct::operations::lab::up(&scenario(&long), proxier.as_ref())
         .await
         .expect("another lab whose name starts like an existing one");
-    let labs = kpct::lab::list().unwrap();
+    let labs = kpct::operations::lab::list().unwrap();
     assert!(labs.contains(&short) && labs.contains(&long), "{labs:?}");
-    assert_eq!(kpct::lab::existing(&short).unwrap().len(), 3);
-    let removed = kpct::lab::down(&short).unwrap();
+    assert_eq!(kpct::operations::lab::existing(&short).unwrap().len(), 3);
+    let removed = kpct::operations::lab::down(&short).unwrap();
     assert_eq!(removed.len(), 3, "{removed:?}");
     assert_eq!(
-        kpct::lab::existing(&long).unwrap().len(),
+        kpct::operations::lab::existing(&long).unwrap().len(),
         3,
         "the other lab is still up"
     );
-    kpct::lab::down(&long).unwrap();
+    kpct::operations::lab::down(&long).unwrap();
 }
 
 /// `text` as the scenario file `<tmp>/NAME/NAME.yaml` (a file's name is its scenario's);
@@ -252,7 +255,7 @@ fn an_interrupted_lab_up_leaves_nothing() {
         ][i % 2];
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal);
         let status = child.wait().unwrap();
-        let left = kpct::lab::existing(&name).unwrap();
+        let left = kpct::operations::lab::existing(&name).unwrap();
         match count {
             // Before the first namespace the handler may not be installed yet; after the last
             // one the lab may be complete (below).
@@ -269,7 +272,7 @@ fn an_interrupted_lab_up_leaves_nothing() {
             // round.
             assert_eq!(count, NAMESPACES, "{status}");
             assert_eq!(left.len(), NAMESPACES, "{left:?}");
-            kpct::lab::down(&name).unwrap();
+            kpct::operations::lab::down(&name).unwrap();
         } else {
             assert_eq!(
                 left,
@@ -324,7 +327,7 @@ fn lab_up_with_backends_serves_until_stopped() {
             .unwrap_or_else(|_| panic!("lab up --backends printed only {printed:#?}"));
         printed.push(line);
     }
-    let node = kpct::lab::existing(&name)
+    let node = kpct::operations::lab::existing(&name)
         .unwrap()
         .into_iter()
         .find(|n| n.ends_with(".node-node-a"))
@@ -360,7 +363,7 @@ fn lab_up_with_backends_serves_until_stopped() {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut said).unwrap();
     assert_eq!(child.wait().unwrap().code(), Some(130));
     assert!(
-        !kpct::lab::existing(&name).unwrap().is_empty(),
+        !kpct::operations::lab::existing(&name).unwrap().is_empty(),
         "the lab stays up"
     );
     // It says so: it removed none of the lab's namespaces, and does not claim it did.
@@ -372,7 +375,7 @@ fn lab_up_with_backends_serves_until_stopped() {
         !connect(&pod.ip.to_string(), port).status.success(),
         "nothing serves any more"
     );
-    kpct::lab::down(&name).unwrap();
+    kpct::operations::lab::down(&name).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -394,8 +397,13 @@ async fn lab_up_at_a_step_holds_the_state_after_it() {
     kpct::scenario::validate(&s).expect("the stepped scenario is valid");
     let _guard = DownOnDrop(name.clone());
     let proxier = builtin("kube-proxy-iptables").unwrap();
-    let Err(too_far) =
-        kpct::lab::up_with(&s, proxier.as_ref(), kpct::lab::Serving::Nothing, Some(2)).await
+    let Err(too_far) = kpct::operations::lab::up_with(
+        &s,
+        proxier.as_ref(),
+        kpct::operations::lab::Serving::Nothing,
+        Some(2),
+    )
+    .await
     else {
         panic!("a lab at step 2 of a scenario with one step came up");
     };
@@ -403,11 +411,16 @@ async fn lab_up_at_a_step_holds_the_state_after_it() {
         too_far.to_string().contains("has no step 2 (it has 1"),
         "{too_far:#}"
     );
-    let (lab, _) = kpct::lab::up_with(&s, proxier.as_ref(), kpct::lab::Serving::Nothing, Some(1))
-        .await
-        .unwrap();
+    let (lab, _) = kpct::operations::lab::up_with(
+        &s,
+        proxier.as_ref(),
+        kpct::operations::lab::Serving::Nothing,
+        Some(1),
+    )
+    .await
+    .unwrap();
     assert_eq!(
-        kpct::lab::existing(&name).unwrap().len(),
+        kpct::operations::lab::existing(&name).unwrap().len(),
         2,
         "fabric and node are up, the deleted pod is not"
     );
@@ -417,13 +430,16 @@ async fn lab_up_at_a_step_holds_the_state_after_it() {
         !nat.contains("KUBE-SVC-"),
         "the deleted Service's chains are gone:\n{nat}"
     );
-    kpct::lab::down(&name).unwrap();
+    kpct::operations::lab::down(&name).unwrap();
 }
 
 /// An IPv6-only lab's commands look at the `ip6` table, ip6tables and the KUBE-6- sets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ipv6_only_labs_answer_troubleshooting_commands() {
-    let lab = kpct::lab::troubleshooting("kube-proxy-nftables", &[kpct::scenario::IpFamily::Ipv6]);
+    let lab = kpct::operations::lab::troubleshooting(
+        "kube-proxy-nftables",
+        &[kpct::scenario::IpFamily::Ipv6],
+    );
     assert!(lab.iter().all(|c| !c.contains(" ip kube-proxy")), "{lab:?}");
     up_check_down_of(
         scenario6,
@@ -478,9 +494,9 @@ async fn a_lab_is_programmed_by_an_exec_proxier() {
         env!("CARGO_MANIFEST_DIR")
     );
     let proxier = kpct::proxier::exec::ExecProxier::from_spec(&spec).unwrap();
-    let lab = kpct::lab::up(&s, &proxier).await.unwrap();
+    let lab = kpct::operations::lab::up(&s, &proxier).await.unwrap();
     assert_eq!(lab.proxier, spec);
     let nat = in_node(&lab, &["iptables-save", "-t", "nat"]);
     assert!(nat.contains(":KPCT-SERVICES"), "{nat}");
-    kpct::lab::down(&name).unwrap();
+    kpct::operations::lab::down(&name).unwrap();
 }

@@ -12,7 +12,7 @@ use common::{
     no_ipv6_masquerade, pin_one_backend, reverse_real_servers, skip_conntrack_cleanup,
     unbind_ipv6_service_addresses, weigh_one_real_server, Mutated,
 };
-use kpct::caps::require_ipvs;
+use kpct::kernel_features::require_ipvs;
 use kpct::probe::probe_timeout;
 use kpct::proxier::{builtin, Proxier};
 use kpct::scenario;
@@ -172,15 +172,15 @@ fn pinned_proxier_fails_every_spreading_scenario(proxier: &'static str) {
     };
     // One after the other: more runs at once in the emulated VM starve the other tests of this
     // binary, which run beside it (a shot judged under CPU starvation can be misjudged).
-    let jobs: Vec<kpct::parallel::Job> = scenarios
+    let jobs: Vec<kpct::operations::parallel::Job> = scenarios
         .iter()
-        .map(|scenario| kpct::parallel::Job {
+        .map(|scenario| kpct::operations::parallel::Job {
             scenario,
             proxier: &pinned,
         })
         .collect();
-    let finished = kpct::parallel::run_jobs(&jobs, 1, probe_timeout(), &mut |_| {
-        kpct::parallel::After::Continue
+    let finished = kpct::operations::parallel::run_jobs(&jobs, 1, probe_timeout(), &mut |_| {
+        kpct::operations::parallel::After::Continue
     })
     .expect("the runs");
     let mut passed = Vec::new();
@@ -728,14 +728,14 @@ async fn dropping_sctp_is_caught(proxier: &'static str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn needs_sctp_dropping_sctp_is_caught_in_iptables_mode() {
-    kpct::caps::require_sctp();
+    kpct::kernel_features::require_sctp();
     dropping_sctp_is_caught("kube-proxy-iptables").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn needs_ipvs_dropping_sctp_is_caught() {
     require_ipvs();
-    kpct::caps::require_sctp();
+    kpct::kernel_features::require_sctp();
     dropping_sctp_is_caught("kube-proxy-ipvs").await;
 }
 

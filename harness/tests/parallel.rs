@@ -1,4 +1,4 @@
-//! Runs on several workers (`kpct run -j N`, [`kpct::parallel`]) must report exactly what one
+//! Runs on several workers (`kpct run -j N`, [`kpct::operations::parallel`]) must report exactly what one
 //! run at a time reports: the same observation documents byte for byte, and the same table,
 //! JUnit, JSON and report once the clock readings (the only thing allowed to differ) are
 //! zeroed. Real runs in namespaces, with kube-proxy-iptables so they run natively, a broken
@@ -8,10 +8,10 @@
 mod common;
 
 use common::{drop_postrouting_masquerade, kpct, Mutated};
-use kpct::environment::Environment;
-use kpct::parallel::{run_jobs, After, Event, Job};
+use kpct::operations::parallel::{run_jobs, After, Event, Job};
 use kpct::probe::probe_timeout;
 use kpct::programming::Programming;
+use kpct::provenance::Environment;
 use kpct::proxier::{builtin, Proxier};
 use kpct::report::document::{self, Format};
 use kpct::report::{Results, Style};
@@ -238,7 +238,7 @@ fn a_stopped_parallel_run_reports_what_a_stopped_serial_run_does() {
 fn a_soak_on_four_workers_has_no_divergent_run() {
     let scenario = &scenarios(&["externalip-basic"])[0];
     let proxier = builtin("kube-proxy-iptables").unwrap();
-    let report = kpct::soak::soak(scenario, &proxier, 8, 4, probe_timeout()).unwrap();
+    let report = kpct::operations::soak::soak(scenario, &proxier, 8, 4, probe_timeout()).unwrap();
     println!("{}", report.render(&scenario.name, proxier.name()));
     assert_eq!((report.runs, report.identical), (8, 8));
     assert!(report.divergences.is_empty());

@@ -12,10 +12,10 @@
 mod common;
 
 use common::{drop_postrouting_masquerade, Mutated};
-use kpct::environment::Environment;
 use kpct::observe::{ProbeObservation, ShotObservation, Verdict};
 use kpct::probe::probe_timeout;
 use kpct::programming::Programming;
+use kpct::provenance::Environment;
 use kpct::proxier::{builtin, Proxier};
 use kpct::report::document::{self, Format};
 use kpct::report::{Results, RunError};
@@ -305,7 +305,7 @@ fn an_unknown_report_format_fails_before_anything_runs() {
 /// (`ipvsadm -Ln`), the ipset entries and the rules using those sets.
 #[test]
 fn needs_ipvs_report_shows_ipvs_virtual_services_and_ipsets() {
-    kpct::caps::require_ipvs();
+    kpct::kernel_features::require_ipvs();
     let scenario = kpct::scenario::load(Path::new(SCENARIO)).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let broken = Mutated {
@@ -923,7 +923,7 @@ fn the_trace_command_of_a_step_probe_names_its_step_and_traces_it() {
          --step 1 --proxier kube-proxy-iptables-without-conntrack-cleanup"
     );
     let trace = rt
-        .block_on(kpct::trace::trace(
+        .block_on(kpct::operations::trace::trace(
             &scenario,
             Some(1),
             "resolver-again",
@@ -1099,7 +1099,7 @@ fn the_report_draws_the_failing_path_with_the_wrong_hop_marked_in_a_browser() {
         mutate: drop_postrouting_masquerade,
     };
     let mut r = results(&[real().broken.clone()], &[]);
-    let jobs = [kpct::parallel::Job {
+    let jobs = [kpct::operations::parallel::Job {
         scenario: &scenario,
         proxier: &broken,
     }];

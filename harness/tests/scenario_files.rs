@@ -630,7 +630,7 @@ fn scenarios_built_in_code_validate_without_line_numbers() {
 fn readme_scenario_table_is_current() {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
-    let expected = kpct::docs::regenerate(&readme, &repo).unwrap();
+    let expected = kpct::operations::scenario_table::regenerate(&readme, &repo).unwrap();
     assert!(
         readme == expected,
         "README.md's scenario table or field reference is stale: run `cargo run -p kpct -- scenario-table --write README.md`"
@@ -644,8 +644,8 @@ fn readme_explains_every_scenario_field() {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
     let (Some(b), Some(e)) = (
-        readme.find(kpct::docs::FIELDS_BEGIN),
-        readme.find(kpct::docs::FIELDS_END),
+        readme.find(kpct::operations::scenario_table::FIELDS_BEGIN),
+        readme.find(kpct::operations::scenario_table::FIELDS_END),
     ) else {
         panic!("README.md has no field reference markers");
     };

@@ -1,8 +1,8 @@
 //! `kpct trace`: one shot of a probe with the kernel's nf_tables trace on every node. The RKE2
 //! walkthrough's NodePort packet must show, observed, the path the seed note draws by hand.
 
+use kpct::operations::trace::{PacketPath, Trace};
 use kpct::probe::probe_timeout;
-use kpct::trace::{PacketPath, Trace};
 use std::path::Path;
 
 fn try_trace(scenario: &str, probe: &str, proxier_name: &str) -> anyhow::Result<Trace> {
@@ -22,7 +22,7 @@ fn try_trace_at(
     let proxier = kpct::proxier::builtin(proxier_name).expect("a built-in proxier");
     tokio::runtime::Runtime::new()
         .expect("a tokio runtime")
-        .block_on(kpct::trace::trace(
+        .block_on(kpct::operations::trace::trace(
             &scenario,
             step,
             probe,
@@ -63,7 +63,7 @@ fn assert_in_order(trace: &Trace, path: &PacketPath, patterns: &[&str]) {
 
 #[test]
 fn needs_ipvs_trace_shows_kube_node_port_then_ipvs_then_masquerade() {
-    kpct::caps::require_ipvs();
+    kpct::kernel_features::require_ipvs();
     let trace = trace(
         "rke2-ipvs-node.yaml",
         "external-to-nodeport",
@@ -119,7 +119,7 @@ fn needs_ipvs_trace_shows_kube_node_port_then_ipvs_then_masquerade() {
 
 #[test]
 fn needs_ipvs_trace_follows_a_clusterip_packet_across_the_overlay() {
-    kpct::caps::require_ipvs();
+    kpct::kernel_features::require_ipvs();
     let trace = trace("rke2-ipvs-node.yaml", "pod-to-clusterip", "kube-proxy-ipvs");
     // The client's node balances (IPVS on the ClusterIP bound to kube-ipvs0) and does not
     // masquerade; the backend's node only forwards what arrives from flannel.1.

@@ -35,7 +35,7 @@ use super::text::{
 };
 use super::tools::{self, blamed_line, tool_message, IptablesBackend, Xtables};
 use super::{Programming, RestoreMode, Table};
-use crate::caps::{Capabilities, Feature};
+use crate::kernel_features::{Capabilities, Feature};
 use crate::netns::Netns;
 use crate::scenario::IpFamily;
 use crate::topology::NodeNs;
@@ -67,7 +67,7 @@ impl ApplyOptions {
 
     /// [`ApplyOptions::from_caps`] for the kernel this process runs on.
     pub fn for_running_kernel() -> anyhow::Result<ApplyOptions> {
-        Ok(ApplyOptions::from_caps(&crate::caps::detect()?))
+        Ok(ApplyOptions::from_caps(&crate::kernel_features::detect()?))
     }
 }
 

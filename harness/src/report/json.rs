@@ -5,8 +5,8 @@
 
 use super::results::{timestamp, Results};
 use super::{dedup, probe_violations, shots, spelled};
-use crate::environment::Environment;
 use crate::observe::ProbeObservation;
+use crate::provenance::Environment;
 use crate::run::NodeSummary;
 use serde::Serialize;
 

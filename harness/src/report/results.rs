@@ -1,9 +1,9 @@
 //! What one `kpct run` produced, as every output ([`super::table`], [`super::junit`],
 //! [`super::document`], [`super::json`]) reads it.
 
-use crate::environment::Environment;
 use crate::observe::ProbeObservation;
-use crate::parallel::{Finished, Job};
+use crate::operations::parallel::{Finished, Job};
+use crate::provenance::Environment;
 use crate::run::ScenarioRun;
 use crate::run::StepObservation;
 use std::collections::BTreeMap;
@@ -71,7 +71,7 @@ impl Results {
         }
     }
 
-    /// Adds what the runs of `jobs` gave, in job order (as [`crate::parallel::run_jobs`] returns
+    /// Adds what the runs of `jobs` gave, in job order (as [`crate::operations::parallel::run_jobs`] returns
     /// them): each a completed run or an error.
     pub fn record(&mut self, jobs: &[Job<'_>], finished: Vec<Finished>) {
         for done in finished {
@@ -88,7 +88,7 @@ impl Results {
     }
 
     /// The command that fires `probe` of `run` again with kernel tracing on (see
-    /// [`crate::trace`]), ready to paste into a shell at the repository's root.
+    /// [`crate::operations::trace`]), ready to paste into a shell at the repository's root.
     pub fn trace_command(&self, run: &ScenarioRun, probe: &str) -> String {
         let scenario = &run.observation.scenario;
         let file = self

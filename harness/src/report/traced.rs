@@ -5,7 +5,7 @@
 
 use super::picture::Picture;
 use super::results::Results;
-use crate::parallel::Job;
+use crate::operations::parallel::Job;
 use std::time::Duration;
 
 /// The traced path of one failing probe, or why it could not be traced.
@@ -48,10 +48,11 @@ pub async fn trace_failures(
             .into_iter()
             .cloned()
             .collect();
-        let picture = crate::trace::trace(job.scenario, step, name, job.proxier, probe_timeout)
-            .await
-            .map(|trace| Picture::from_trace(&trace, &violations))
-            .map_err(|e| format!("{e:#}"));
+        let picture =
+            crate::operations::trace::trace(job.scenario, step, name, job.proxier, probe_timeout)
+                .await
+                .map(|trace| Picture::from_trace(&trace, &violations))
+                .map_err(|e| format!("{e:#}"));
         out.push(TracedFailure {
             scenario: obs.scenario.clone(),
             proxier: obs.proxier.clone(),

@@ -20,7 +20,7 @@ pub use probes::shots_to_reach_all;
 pub use stage::{ipvs_table, stage, stage_with_prefix, Advanced, Staged};
 
 use crate::evidence::ProbeEvidence;
-use crate::flows::KeptFlows;
+use crate::kept_flows::KeptFlows;
 use crate::probe::{self, Patience};
 use crate::scenario::{self, Scenario};
 use anyhow::{Context, Result};

@@ -3,7 +3,7 @@
 use super::{node_addresses, Judged, Timing};
 use crate::cluster::ClusterState;
 use crate::evidence::Collector;
-use crate::flows::KeptFlows;
+use crate::kept_flows::KeptFlows;
 use crate::observe::{self, ProbeObservation};
 use crate::probe;
 use crate::proxier::programmer::{NodeProgrammer, RunProgrammer};

@@ -3,7 +3,7 @@
 //! them as not run on one that does not.
 
 use super::{Protocol, Scenario};
-use crate::caps::Feature;
+use crate::kernel_features::Feature;
 
 impl Scenario {
     /// Whether a probe or a pod port uses SCTP.

@@ -646,7 +646,7 @@ async fn configure_node(node: &NodeNs, underlay: &crate::scenario::DualCidr) -> 
             .with_context(|| format!("enabling IPv6 forwarding on node {}", node.name))?;
     }
     // kubeadm's preflight requires bridged traffic to pass iptables; without it, a reply from a
-    // pod to a client on the same bridge skips service reverse-NAT. `caps` reports when the
+    // pod to a client on the same bridge skips service reverse-NAT. `kernel_features` reports when the
     // kernel lacks it (then same-node service probes show untranslated replies).
     if node
         .netns

@@ -29,7 +29,7 @@ pub fn fail_with_report(run: &kpct::run::ScenarioRun, what: &str) -> ! {
         &kpct::report::Results::new(
             vec![run.clone()],
             Vec::new(),
-            kpct::environment::Environment::detect(),
+            kpct::provenance::Environment::detect(),
         ),
     );
     let message = format!(

@@ -2,7 +2,7 @@
 //! default where none is named.
 
 use anyhow::Result;
-use kpct::caps::{self, Feature};
+use kpct::kernel_features::{self, Feature};
 
 /// The proxiers named on the command line, or both built-ins when none is.
 pub fn or_builtins(names: &[String]) -> Vec<String> {
@@ -81,7 +81,9 @@ pub fn chosen(asked: Option<String>) -> Result<String> {
     if let Some(p) = asked {
         return Ok(p);
     }
-    let has_ipvs = caps::detect()?.missing(&[Feature::IpVs]).is_empty();
+    let has_ipvs = kernel_features::detect()?
+        .missing(&[Feature::IpVs])
+        .is_empty();
     let (chosen, note) = default_proxier(has_ipvs);
     if let Some(note) = note {
         eprintln!("kpct: {note}");
@@ -102,7 +104,7 @@ fn default_proxier(has_ipvs: bool) -> (&'static str, Option<&'static str>) {
 
 /// Fails with the reason when the running kernel has no IP_VS; `way_out` says what to do instead.
 pub fn ensure_ipvs(way_out: &str) -> Result<()> {
-    let caps = caps::detect()?;
+    let caps = kernel_features::detect()?;
     if let Some((_, why)) = caps.missing(&[Feature::IpVs]).into_iter().next() {
         anyhow::bail!(
             "the IPVS proxier needs IP_VS, which kernel {} lacks ({why}); {way_out}",

@@ -24,7 +24,7 @@ use crate::topology::NodeNs;
 use anyhow::{Context, Result};
 
 /// Whatever the runner can point at a node. Shared by the workers of a parallel run
-/// ([`crate::parallel`]), so `Send + Sync`; what one run needs it keeps in the
+/// ([`crate::operations::parallel`]), so `Send + Sync`; what one run needs it keeps in the
 /// [`RunProgrammer`] it begins.
 pub trait NodeProgrammer: Send + Sync {
     /// How every output names it.

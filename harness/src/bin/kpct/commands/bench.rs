@@ -94,8 +94,8 @@ impl std::fmt::Display for Backend {
 }
 
 impl ScaleArgs {
-    fn options(&self) -> kpct::bench::ScaleOptions {
-        kpct::bench::ScaleOptions {
+    fn options(&self) -> kpct::operations::bench::ScaleOptions {
+        kpct::operations::bench::ScaleOptions {
             services: self.services.clone(),
             endpoints: self.endpoints,
             nodes: self.nodes,
@@ -124,7 +124,7 @@ pub fn run(Args { what }: Args) -> Result<()> {
         )
     };
     let suite_options = |patterns: &[String], rounds: usize, jobs: Option<usize>| -> Result<_> {
-        Ok(kpct::bench::SuiteOptions {
+        Ok(kpct::operations::bench::SuiteOptions {
             patterns: patterns.to_vec(),
             rounds,
             probe_timeout: kpct::probe::probe_timeout(),
@@ -138,13 +138,17 @@ pub fn run(Args { what }: Args) -> Result<()> {
             rounds,
         } => print!(
             "{}",
-            rt.block_on(kpct::bench::topology(nodes, pods_per_node, rounds))?
+            rt.block_on(kpct::operations::bench::topology(
+                nodes,
+                pods_per_node,
+                rounds
+            ))?
         ),
         What::Scale { proxiers, scale } => {
             let proxiers = builtins(&proxiers)?;
             print!(
                 "{}",
-                rt.block_on(kpct::bench::scale(&proxiers, &scale.options()))?
+                rt.block_on(kpct::operations::bench::scale(&proxiers, &scale.options()))?
             );
         }
         What::Suite {
@@ -165,7 +169,10 @@ pub fn run(Args { what }: Args) -> Result<()> {
                 .collect::<Result<Vec<_>>>()?;
             print!(
                 "{}",
-                kpct::bench::suite(&proxiers, &suite_options(&scenarios, rounds, jobs)?)?
+                kpct::operations::bench::suite(
+                    &proxiers,
+                    &suite_options(&scenarios, rounds, jobs)?
+                )?
             );
         }
         What::All {
@@ -176,7 +183,7 @@ pub fn run(Args { what }: Args) -> Result<()> {
             let started = std::time::Instant::now();
             println!(
                 "kpct bench all on kernel {}, {} CPUs, load average {}\n",
-                kpct::caps::detect()?.kernel,
+                kpct::kernel_features::detect()?.kernel,
                 std::thread::available_parallelism().map_or(0, |n| n.get()),
                 std::fs::read_to_string("/proc/loadavg")
                     .unwrap_or_default()
@@ -186,7 +193,10 @@ pub fn run(Args { what }: Args) -> Result<()> {
                 println!("({name}: {:.1} s)\n", t.elapsed().as_secs_f64());
             };
             let t = std::time::Instant::now();
-            println!("{}", rt.block_on(kpct::bench::topology(3, 10, 2))?);
+            println!(
+                "{}",
+                rt.block_on(kpct::operations::bench::topology(3, 10, 2))?
+            );
             section("topology", t);
             let t = std::time::Instant::now();
             let programmers: Vec<Box<dyn kpct::run::NodeProgrammer>> = builtins(&names)?
@@ -195,13 +205,13 @@ pub fn run(Args { what }: Args) -> Result<()> {
                 .collect();
             println!(
                 "{}",
-                kpct::bench::suite(&programmers, &suite_options(&[], 1, None)?)?
+                kpct::operations::bench::suite(&programmers, &suite_options(&[], 1, None)?)?
             );
             section("suite", t);
             let t = std::time::Instant::now();
             println!(
                 "{}",
-                rt.block_on(kpct::bench::scale(&proxiers, &scale.options()))?
+                rt.block_on(kpct::operations::bench::scale(&proxiers, &scale.options()))?
             );
             section("scale", t);
             println!(

@@ -1,7 +1,7 @@
 //! `kpct caps`: what the running kernel offers.
 
 use anyhow::Result;
-use kpct::caps::{self, Feature};
+use kpct::kernel_features::{self, Feature};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -18,7 +18,7 @@ pub fn run(Args { require, quiet }: Args) -> Result<()> {
         .iter()
         .map(|r| Feature::parse(r).ok_or_else(|| anyhow::anyhow!("unknown feature `{r}`")))
         .collect::<Result<Vec<_>>>()?;
-    let caps = caps::detect()?;
+    let caps = kernel_features::detect()?;
     if !quiet {
         print!("{caps}");
     }

@@ -52,12 +52,13 @@ pub fn run(Args { action }: Args) -> Result<()> {
             let p = proxiers::from_spec(&proxier)?;
             let rt = tokio::runtime::Runtime::new()?;
             let serve = if backends {
-                kpct::lab::Serving::Backends
+                kpct::operations::lab::Serving::Backends
             } else {
-                kpct::lab::Serving::Nothing
+                kpct::operations::lab::Serving::Nothing
             };
-            let (lab, serving) = rt.block_on(kpct::lab::up_with(&s, p.as_ref(), serve, step))?;
-            print!("{}", kpct::lab::instructions(&lab));
+            let (lab, serving) =
+                rt.block_on(kpct::operations::lab::up_with(&s, p.as_ref(), serve, step))?;
+            print!("{}", kpct::operations::lab::instructions(&lab));
             if let Some(_serving) = serving {
                 use std::io::Write;
                 std::io::stdout().flush()?;
@@ -72,7 +73,7 @@ pub fn run(Args { action }: Args) -> Result<()> {
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or(scenario);
-            let removed = kpct::lab::down(&name)?;
+            let removed = kpct::operations::lab::down(&name)?;
             if removed.is_empty() {
                 anyhow::bail!("no lab named {name} is up (`kpct lab list`)");
             }
@@ -80,7 +81,7 @@ pub fn run(Args { action }: Args) -> Result<()> {
             Ok(())
         }
         Action::List => {
-            let labs = kpct::lab::list()?;
+            let labs = kpct::operations::lab::list()?;
             if labs.is_empty() {
                 println!("no labs are up");
             }

@@ -14,7 +14,6 @@ pub mod scenario_table;
 pub mod soak;
 pub mod trace;
 pub mod validate;
-pub mod vm_share;
 
 /// Loads one scenario file, its problems as the error.
 pub fn load(path: &std::path::Path) -> anyhow::Result<kpct::scenario::Scenario> {
@@ -26,6 +25,6 @@ pub fn jobs(asked: Option<usize>) -> anyhow::Result<usize> {
     match asked {
         Some(0) => anyhow::bail!("-j 0: at least one run must go at a time"),
         Some(n) => Ok(n),
-        None => Ok(kpct::parallel::default_workers()),
+        None => Ok(kpct::operations::parallel::default_workers()),
     }
 }

@@ -52,8 +52,8 @@ pub fn run(args: Args) -> Result<()> {
                 }
                 continue;
             }
-            match kpct::record::record(&repo, file, &run)? {
-                kpct::record::Recorded::Unchanged(golden) => {
+            match kpct::operations::record::record(&repo, file, &run)? {
+                kpct::operations::record::Recorded::Unchanged(golden) => {
                     println!(
                         "{} × {}: unchanged ({})",
                         s.name,
@@ -61,7 +61,7 @@ pub fn run(args: Args) -> Result<()> {
                         golden.display()
                     )
                 }
-                kpct::record::Recorded::Pending(path) => {
+                kpct::operations::record::Recorded::Pending(path) => {
                     pending += 1;
                     println!("{} × {}: pending {}", s.name, p.name(), path.display())
                 }

@@ -12,13 +12,13 @@ pub struct Args {
 }
 
 pub fn run(Args { write }: Args) -> Result<()> {
-    let table = kpct::docs::scenario_table(std::path::Path::new("."))?;
+    let table = kpct::operations::scenario_table::scenario_table(std::path::Path::new("."))?;
     match write {
         Some(path) => {
             let readme = std::fs::read_to_string(&path)?;
             std::fs::write(
                 &path,
-                kpct::docs::regenerate(&readme, std::path::Path::new("."))?,
+                kpct::operations::scenario_table::regenerate(&readme, std::path::Path::new("."))?,
             )?;
         }
         None => print!("{table}"),

@@ -28,7 +28,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let p = proxiers::from_spec(&proxier)?;
     let s = super::load(&args.scenario)?;
-    let report = kpct::soak::soak(
+    let report = kpct::operations::soak::soak(
         &s,
         p.as_ref(),
         args.runs,

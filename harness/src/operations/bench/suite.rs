@@ -1,14 +1,14 @@
 //! `kpct bench suite`: every bundled scenario against each proxier (a real kube-proxy beside
 //! the built-in of its mode, too), timed the way `kpct run`
 //! runs them ([`crate::run::run_scenario`]: topology, programming, backends, probes, teardown),
-//! once one run at a time and once on several workers ([`crate::parallel`]), side by side in one
+//! once one run at a time and once on several workers ([`crate::operations::parallel`]), side by side in one
 //! run so the ratio is measured on the same machine under the same load; then once more one at a
 //! time with every drop waited out to the probe timeout ([`crate::drop_verdicts`] off), for what
 //! deciding drops at their verdict saves — and every pass's observations compared with the
 //! first's.
 
 use super::{human, median};
-use crate::parallel::{self, After, Event, Job};
+use crate::operations::parallel::{self, After, Event, Job};
 use crate::probe::{DropDecision, Patience};
 use crate::run::NodeProgrammer;
 use crate::scenario::Scenario;

@@ -6,7 +6,7 @@
 pub mod ipvs_hits;
 pub mod monitor;
 
-use crate::flows::KeptFlows;
+use crate::kept_flows::KeptFlows;
 use crate::observe::{self, ProbeObservation};
 use crate::probe;
 use crate::run::{node_addresses, stage, NodeProgrammer};

@@ -1,7 +1,7 @@
 //! Determinism soak: the same scenario run many times, also concurrently, must give
 //! byte-identical observations.
 
-use crate::parallel::{self, After, Job};
+use crate::operations::parallel::{self, After, Job};
 use crate::run::NodeProgrammer;
 use crate::scenario::Scenario;
 use anyhow::{Context, Result};

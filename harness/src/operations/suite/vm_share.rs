@@ -1,14 +1,14 @@
 //! The runs of a `kpct run` this kernel cannot hold (no IP_VS, no SCTP), handed to a kpct child
 //! in a VM while the rest run here at the same time; what the child gives back
-//! ([`kpct::report::wire`]) joins this run's results, so one table, report, JUnit file and exit
+//! ([`crate::report::wire`]) joins this run's results, so one table, report, JUnit file and exit
 //! status cover both. The VM comes from `KPCT_VM_RUNNER` (`ci/kpct.sh` sets it to `ci/vm.sh`):
 //! a program run as `RUNNER --rwdir DIR -- COMMAND ARGS…` that runs the command in a VM whose
 //! kernel has what the runs need, with DIR writable there. Without it those runs are reported
 //! as not run here.
 
+use crate::operations::parallel::Job;
+use crate::report::wire::Returned;
 use anyhow::{Context, Result};
-use kpct::parallel::Job;
-use kpct::report::wire::Returned;
 use std::collections::VecDeque;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -55,7 +55,7 @@ pub fn start(
 ) -> Result<Share> {
     let dir = std::env::temp_dir().join(format!(
         "{}vm-share",
-        kpct::netns::naming::RunPrefix::next().as_str()
+        crate::netns::naming::RunPrefix::next().as_str()
     ));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let exe = std::env::current_exe().context("finding the kpct binary for the VM")?;
@@ -159,7 +159,7 @@ impl Share {
         };
         let tail: Vec<String> = tail.into_iter().collect();
         match text {
-            Ok(text) => kpct::report::wire::read(&text).map_err(|e| {
+            Ok(text) => crate::report::wire::read(&text).map_err(|e| {
                 format!("the VM run (runner {status}) gave back results kpct cannot read: {e:#}")
             }),
             Err(e) => Err(format!(

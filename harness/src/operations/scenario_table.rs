@@ -46,7 +46,7 @@ pub fn scenario_table(repo: &Path) -> Result<String> {
             .iter()
             .copied()
             .filter(|p| {
-                repo.join(crate::record::SNAPSHOT_DIR)
+                repo.join(crate::operations::record::SNAPSHOT_DIR)
                     .join(format!("{}@{p}.snap", s.name))
                     .exists()
             })

@@ -1,0 +1,18 @@
+//! The operations behind the CLI's commands, one room each, so that a command file only reads
+//! its arguments, calls one of these and prints (as cargo's `ops` serve its `commands/`).
+//!
+//! - `suite`: `kpct run`, scenarios × proxiers on parallel workers (`parallel`, `progress`),
+//!   the runs this kernel cannot hold shared with a VM, the results and every file written of
+//!   them;
+//! - `lab`, `soak`, `trace`, `bench`, `record`: the commands of those names;
+//! - `scenario_table`: the README's scenario table and field reference.
+
+pub mod bench;
+pub mod lab;
+pub mod parallel;
+pub mod progress;
+pub mod record;
+pub mod scenario_table;
+pub mod soak;
+pub mod suite;
+pub mod trace;

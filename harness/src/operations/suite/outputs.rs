@@ -1,0 +1,123 @@
+//! What a suite run leaves behind: the table and its ERROR and NOT RUN HERE lines on stdout,
+//! the judgement against a baseline, the observation documents, JUnit, JSON and the report,
+//! and one exit status that every one of them agrees with.
+
+use crate::baseline::{Checks, Comparison};
+use crate::output_paths::{Output, OutputKind};
+use crate::report::document::Format;
+use crate::report::Results;
+use anyhow::Result;
+use std::path::{Path, PathBuf};
+
+/// The files asked for.
+#[derive(Default)]
+pub struct Outputs {
+    /// A directory for each run's observation document (YAML).
+    pub observations: Option<PathBuf>,
+    pub junit: Option<PathBuf>,
+    pub json: Option<PathBuf>,
+    /// Markdown or HTML, by extension.
+    pub report: Option<PathBuf>,
+}
+
+impl Outputs {
+    /// Checks, before anything runs, that the report's format is known and that every path can
+    /// be written (the observations' directory is created).
+    pub fn check(&self) -> Result<()> {
+        if let Some(path) = &self.report {
+            Format::from_path(path).map_err(anyhow::Error::msg)?;
+        }
+        fn file<'a>(flag: &'static str, path: &'a Option<PathBuf>) -> Option<Output<'a>> {
+            path.as_deref().map(|path| Output {
+                flag,
+                path,
+                kind: OutputKind::File,
+            })
+        }
+        let outputs: Vec<Output> = [
+            file("--junit", &self.junit),
+            file("--json", &self.json),
+            file("--report", &self.report),
+            self.observations.as_deref().map(|path| Output {
+                flag: "--observations",
+                path,
+                kind: OutputKind::Directory,
+            }),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        crate::output_paths::ensure_writable(&outputs)
+    }
+
+    /// Writes everything of `results`, judged against `baseline` (its path, its checks) when
+    /// there is one, and returns the exit status: the table and its lines go to stdout.
+    pub fn write(
+        &self,
+        results: &mut Results,
+        baseline: Option<&(PathBuf, Checks)>,
+    ) -> Result<i32> {
+        if let Some(dir) = &self.observations {
+            for run in &results.runs {
+                let o = &run.observation;
+                let file = o.proxier.replace(['/', ' ', ':'], "_");
+                write(
+                    &dir.join(format!("{}@{file}.yaml", o.scenario)),
+                    o.to_yaml()?,
+                )?;
+            }
+        }
+        print!(
+            "{}",
+            crate::report::table(results, crate::report::Style::for_stdout())
+        );
+        for e in &results.errors {
+            println!("  ERROR {} × {}: {}", e.scenario, e.proxier, e.message);
+        }
+        for n in &results.not_run {
+            println!(
+                "  NOT RUN HERE {} × {}: {}",
+                n.scenario, n.proxier, n.reason
+            );
+        }
+        let judged = match baseline {
+            Some((path, before)) => Some(judge(results, path, before)?),
+            None => None,
+        };
+        if let Some(path) = &self.junit {
+            write(path, crate::report::junit(results))?;
+        }
+        if let Some(path) = &self.json {
+            write(path, crate::report::json::json(results)?)?;
+        }
+        if let Some(path) = &self.report {
+            let format = Format::from_path(path).map_err(anyhow::Error::msg)?;
+            write(path, crate::report::document::render(format, results))?;
+        }
+        // The rule every output follows too (with a baseline, JUnit skips what it accepts).
+        Ok(match &judged {
+            Some(comparison) if comparison.fails() => 1,
+            Some(_) if results.counts().not_run > 0 => crate::report::NOT_RUN_EXIT,
+            Some(_) => 0,
+            None => results.exit_code(),
+        })
+    }
+}
+
+/// `results` against the accepted state `before` (read from `path`), printed; the checks it
+/// accepts are marked in `results` so JUnit skips them.
+fn judge(results: &mut Results, path: &Path, before: &Checks) -> Result<Comparison> {
+    let now = Checks::from_json(&crate::report::json::json(results)?, "this run")?;
+    let comparison = crate::baseline::compare(before, &now);
+    println!(
+        "\nagainst the baseline {}:\n{}",
+        path.display(),
+        comparison.render()
+    );
+    results.accepted = comparison.accepted();
+    Ok(comparison)
+}
+
+fn write(path: &Path, text: String) -> Result<()> {
+    std::fs::write(path, text).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
+}
