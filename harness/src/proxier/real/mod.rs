@@ -12,6 +12,7 @@ pub mod config;
 mod counter;
 mod metrics;
 pub mod process;
+mod publisher;
 pub(crate) mod session;
 mod sync;
 

@@ -6,27 +6,21 @@ use super::config::KubeProxyConfiguration;
 use super::counter::CounterWatch;
 use super::metrics::Changes;
 use super::process::ProxierProcess;
+use super::publisher::{cluster_families, family_label, Publisher};
 use super::sync::SyncWatch;
 use super::RealProxier;
-use crate::api_objects::{cluster_objects, ClusterObjects};
-use crate::apiserver::{self, ApiServer, Publication};
+use crate::apiserver::{self, Publication};
 use crate::cluster::{ClusterState, NodeContext};
 use crate::proxier::programmer::{summarize_effective, NodeSummary, RunProgrammer};
 use crate::proxier::Resync;
-use crate::scenario::{IpCidr, IpFamily, Scenario};
+use crate::scenario::{IpCidr, Scenario};
 use crate::scratch::ScratchDir;
 use crate::topology::NodeNs;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-
-/// Locks, even after a panic elsewhere (the guarded state is only a turn to publish).
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// How long a stopping kube-proxy may take to exit after SIGTERM.
 const STOP_GRACE: Duration = Duration::from_secs(10);
@@ -86,75 +80,15 @@ pub struct RealRun<'a> {
     addresses: BTreeMap<String, SocketAddr>,
 }
 
-/// The API server, and what it has published of the sync markers (see [`super::sync`]).
-struct Publisher {
-    server: ApiServer,
-    /// Publications so far: the markers' annotation.
-    publications: AtomicU64,
-    /// Kicks so far: the kick slices' endpoint.
-    kicks: AtomicU64,
-    publishing: std::sync::Mutex<()>,
-}
-
-impl std::ops::Deref for Publisher {
-    type Target = ApiServer;
-    fn deref(&self) -> &ApiServer {
-        &self.server
-    }
-}
-
-impl Publisher {
-    /// The cluster's objects at `state` with the markers as they stand.
-    fn objects(&self, state: &Scenario) -> ClusterObjects {
-        with_markers(
-            cluster_objects(state),
-            state,
-            self.publications.load(Ordering::SeqCst),
-            self.kicks.load(Ordering::SeqCst),
-        )
-    }
-
-    /// `state` published as an update, then a second publication that touches only the
-    /// markers, so that every informer sees them after every other event. Returns when the
-    /// first began (seconds since the epoch) and both.
-    fn update(&self, state: &Scenario) -> Result<(f64, Vec<Publication>)> {
-        // One publication at a time: two nodes kicking at once must not interleave theirs.
-        let _one_at_a_time = lock(&self.publishing);
-        let first = self.server.publish(self.objects(state))?;
-        self.publications.fetch_add(1, Ordering::SeqCst);
-        let markers = self.server.publish(self.objects(state))?;
-        let at = first
-            .published_at
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0);
-        Ok((at, vec![first, markers]))
-    }
-
-    /// A kick: the kick slices' endpoint moves, which every family's proxier syncs for and
-    /// programs nothing of (their Service is the ExternalName marker).
-    fn kick(&self, state: &Scenario) -> Result<(f64, Vec<Publication>)> {
-        self.kicks.fetch_add(1, Ordering::SeqCst);
-        self.update(state)
-    }
-}
-
 impl<'a> RealRun<'a> {
     pub fn start(program: Program<'a>, scenario: &Scenario) -> Result<RealRun<'a>> {
-        let server = ApiServer::start(with_markers(cluster_objects(scenario), scenario, 0, 0))
-            .context("starting the API server")?;
         let families = crate::scenario::cluster_state(scenario)
             .families()
             .map(|c| family_label(c.ip_family))
             .collect();
         Ok(RealRun {
             program,
-            server: Publisher {
-                server,
-                publications: Default::default(),
-                kicks: Default::default(),
-                publishing: Default::default(),
-            },
+            server: Publisher::start(scenario)?,
             dir: ScratchDir::new("real")?,
             state: scenario.clone(),
             families,
@@ -750,122 +684,6 @@ fn metrics_address() -> SocketAddr {
         .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 10249)))
 }
 
-/// The families of the cluster's pod ranges, IPv4 first.
-fn cluster_families(state: &Scenario) -> impl Iterator<Item = IpFamily> + '_ {
-    [IpFamily::Ipv4, IpFamily::Ipv6]
-        .into_iter()
-        .filter(|f| state.topology.cluster_cidr.has(*f))
-}
-
-fn family_label(family: IpFamily) -> &'static str {
-    match family {
-        IpFamily::Ipv4 => "IPv4",
-        IpFamily::Ipv6 => "IPv6",
-    }
-}
-
 fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
-
-/// `objects` with the sync markers (see [`super::sync`]): an ExternalName Service, which
-/// kube-proxy skips, and per cluster family an EndpointSlice of it with no endpoints, all
-/// annotated with the publication's number, so that each publication changes nothing a
-/// proxier programs but its annotation.
-fn with_markers(
-    mut objects: ClusterObjects,
-    state: &Scenario,
-    publication: u64,
-    kicks: u64,
-) -> ClusterObjects {
-    use k8s_openapi::api::core::v1::{Service, ServiceSpec};
-    use k8s_openapi::api::discovery::v1::EndpointSlice;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    let annotations = Some(
-        [(MARKER_ANNOTATION.to_string(), publication.to_string())]
-            .into_iter()
-            .collect(),
-    );
-    objects.services.push(Service {
-        metadata: ObjectMeta {
-            name: Some(MARKER.to_string()),
-            namespace: Some(MARKER_NAMESPACE.to_string()),
-            annotations: annotations.clone(),
-            ..Default::default()
-        },
-        spec: Some(ServiceSpec {
-            type_: Some("ExternalName".to_string()),
-            external_name: Some("kpct-sync-marker.invalid".to_string()),
-            ..Default::default()
-        }),
-        status: None,
-    });
-    for family in cluster_families(state) {
-        objects.endpoint_slices.push(EndpointSlice {
-            metadata: ObjectMeta {
-                name: Some(format!("{MARKER}-{}", family_label(family).to_lowercase())),
-                namespace: Some(MARKER_NAMESPACE.to_string()),
-                annotations: annotations.clone(),
-                labels: Some(
-                    [
-                        ("kubernetes.io/service-name".to_string(), MARKER.to_string()),
-                        (
-                            "endpointslice.kubernetes.io/managed-by".to_string(),
-                            "kpct".to_string(),
-                        ),
-                    ]
-                    .into_iter()
-                    .collect(),
-                ),
-                ..Default::default()
-            },
-            address_type: family_label(family).to_string(),
-            endpoints: Some(Vec::new()),
-            ports: None,
-        });
-        objects.endpoint_slices.push(kick_slice(family, kicks));
-    }
-    objects
-}
-
-/// The kick slice of `family` after `kicks` kicks: one endpoint, in a documentation range,
-/// that moves at each kick; no ports, so no proxier programs anything of it.
-fn kick_slice(family: IpFamily, kicks: u64) -> k8s_openapi::api::discovery::v1::EndpointSlice {
-    use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    let n = kicks % 250 + 1;
-    let address = match family {
-        IpFamily::Ipv4 => format!("192.0.2.{n}"),
-        IpFamily::Ipv6 => format!("2001:db8::{n:x}"),
-    };
-    EndpointSlice {
-        metadata: ObjectMeta {
-            name: Some(format!("{KICK}-{}", family_label(family).to_lowercase())),
-            namespace: Some(MARKER_NAMESPACE.to_string()),
-            labels: Some(
-                [
-                    ("kubernetes.io/service-name".to_string(), MARKER.to_string()),
-                    (
-                        "endpointslice.kubernetes.io/managed-by".to_string(),
-                        "kpct".to_string(),
-                    ),
-                ]
-                .into_iter()
-                .collect(),
-            ),
-            ..Default::default()
-        },
-        address_type: family_label(family).to_string(),
-        endpoints: Some(vec![Endpoint {
-            addresses: vec![address],
-            ..Default::default()
-        }]),
-        ports: None,
-    }
-}
-
-/// The markers' name and namespace, and the annotation each publication changes.
-const MARKER: &str = "kpct-sync-marker";
-const KICK: &str = "kpct-sync-kick";
-const MARKER_NAMESPACE: &str = "kube-system";
-const MARKER_ANNOTATION: &str = "kpct.dev/publication";
