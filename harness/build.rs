@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 // The one list of built-in proxiers (`BUILTINS`), shared with the crate.
-include!("src/proxier/builtins.rs");
+include!("src/builtins.rs");
 
 /// Which test modules a scenario file's tests go into, for each built-in: its module, its name
 /// and what the test requires of the kernel. The `needs_ipvs`/`needs_sctp` prefixes are what

@@ -171,7 +171,7 @@ impl Backends {
     pub fn for_scenario(
         topo: &Topology,
         scenario: &crate::scenario::Scenario,
-        cluster: &crate::cluster::ClusterState,
+        cluster: &crate::scenario::cluster::ClusterState,
     ) -> Result<Backends> {
         let mut backends = Backends::start(topo, &scenario.topology.pods)?;
         let health_checks = cluster.health_check_node_ports();

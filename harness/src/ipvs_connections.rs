@@ -1,10 +1,24 @@
-//! IPVS's connection table of a namespace, as `/proc/net/ip_vs_conn` shows it: which client
-//! reached which real server through which virtual service, and in what TCP state. The
-//! netlink interface has no command for it (`ipvsadm -Lc` reads this file too).
+//! IPVS's connections on a node: its virtual services with each real server's connection
+//! counts ([`ipvs_table`], over netlink), and its connection table as `/proc/net/ip_vs_conn`
+//! shows it: which client reached which real server through which virtual service, and in what
+//! TCP state. The netlink interface has no command for that table (`ipvsadm -Lc` reads this
+//! file too).
 
 use crate::netns::Netns;
+use crate::topology::NodeNs;
 use anyhow::{anyhow, bail, Context, Result};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+/// The IPVS table of `node` with connection counts; empty when the kernel has no IPVS.
+pub fn ipvs_table(node: &NodeNs) -> Result<Vec<ipvs_genl::TableEntry>> {
+    match ipvs_genl::IpvsHandle::in_netns(node.netns.path()) {
+        Ok(mut handle) => handle
+            .table()
+            .with_context(|| format!("reading the IPVS table of node {}", node.name)),
+        Err(ipvs_genl::Error::FamilyMissing) => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("opening IPVS on node {}", node.name)),
+    }
+}
 
 /// One entry of the connection table.
 #[derive(Debug, Clone, PartialEq, Eq)]

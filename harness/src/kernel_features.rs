@@ -3,7 +3,7 @@
 
 use crate::netns::naming::RunPrefix;
 use crate::netns::Netns;
-use crate::programming::IpSetType;
+use crate::programming::{ApplyOptions, IpSetType};
 use anyhow::Result;
 use std::fmt;
 
@@ -292,4 +292,23 @@ fn require(feature: Feature, what: &str) {
             caps.kernel
         );
     }
+}
+
+/// The kernel features a run of `scenario` needs, whatever the proxier (a proxier's own needs,
+/// IP_VS for IPVS mode, are the proxier's).
+pub fn needed_by(scenario: &crate::scenario::Scenario) -> Vec<Feature> {
+    let mut out = Vec::new();
+    if scenario.uses_sctp() {
+        out.push(Feature::Sctp);
+    }
+    if scenario.has_existing_ipvs() {
+        out.push(Feature::IpVs);
+    }
+    out
+}
+
+/// How the applier puts programming into a node of the kernel this process runs on: see
+/// [`ApplyOptions::with_dummy`].
+pub fn apply_options() -> Result<ApplyOptions> {
+    Ok(ApplyOptions::with_dummy(detect()?.get(Feature::Dummy).ok()))
 }

@@ -6,29 +6,27 @@
 //! CLI and the tests reach further in, through the modules below, which are hidden from the
 //! documentation: they are the house's rooms, not its front door.
 //!
-//! The map, from the ground floor up. Each floor uses only its own and the floors below it, but
-//! for three lines up: a scenario names the kernel features it needs (`kernel_features::Feature`) and its
-//! validator knows the built-ins' names (`expectFor`), and observations leave fields out of
-//! documents except in the wire form (`report::wire`).
+//! The map, from the ground floor up. Each floor uses only its own and the floors below it, and
+//! no room reaches back into one that reaches it: the rooms make no circle.
 
 pub use proxier::{builtin, Proxier};
 pub use run::{run_scenario, NodeProgrammer, ScenarioRun};
 pub use scenario::{load, Scenario, ScenarioError};
 
 // Ground floor: the kernel. Namespaces and their names, every nfnetlink conversation, the
-// processes kpct starts in a namespace, a run's scratch files.
+// processes kpct starts in a namespace, a run's scratch files (`netns::scratch`); and the one
+// list of built-in proxiers (`builtins`), which the scenario validator and the test generator
+// read too.
+#[doc(hidden)]
+pub mod builtins;
 #[doc(hidden)]
 pub mod netfilter;
 #[doc(hidden)]
 pub mod netns;
 mod process_groups;
-#[doc(hidden)]
-pub mod scratch;
 
 // First floor: what a user hands kpct. Scenario files, read safely and quoted back safely, and
-// the cluster state each step describes.
-#[doc(hidden)]
-pub mod cluster;
+// the cluster state each step describes (`scenario::cluster`).
 #[doc(hidden)]
 pub mod input_file;
 mod quote;
@@ -54,12 +52,11 @@ pub mod programming;
 pub mod topology;
 
 // Third floor: a run. Proxiers and how a run drives them (`NodeProgrammer`), probes and the
-// packets they fire, drops decided at their verdict, kept flows, IPVS draining, observations,
-// expectations, convergence, evidence.
+// packets they fire, drops decided at their verdict (`probe::drop_verdicts`), kept flows, IPVS
+// draining, observations, expectations, convergence, evidence, and a shot traced through the
+// kernel (`trace`: `kpct trace`, and the report's pictures).
 mod convergence;
 mod draining;
-#[doc(hidden)]
-pub mod drop_verdicts;
 mod evidence;
 mod expectation_check;
 mod ipvs_connections;
@@ -72,12 +69,13 @@ pub mod probe;
 pub mod proxier;
 #[doc(hidden)]
 pub mod run;
-
-// Top floor: what is made of runs. Reports, baselines, programming compared, what a result was
-// produced on, output paths checked before a run, the fuzzed input surfaces, and the operations
-// behind the CLI's commands (the suite run, lab, soak, trace, bench, record, the README's tables).
 #[doc(hidden)]
-pub mod baseline;
+pub mod trace;
+
+// Top floor: what is made of runs. Reports and baselines (`report::baseline`), programming
+// compared, what a result was produced on, output paths checked before a run, the fuzzed input
+// surfaces, and the operations behind the CLI's commands (the suite run, lab, soak, bench,
+// record, the README's tables).
 #[doc(hidden)]
 pub mod fuzz_surfaces;
 #[doc(hidden)]

@@ -13,6 +13,29 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 
+thread_local! {
+    static EVERY_FIELD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// For `skip_serializing_if`: a field the documents leave out, written only in the wire form
+/// (`report::wire`), in which a run in a VM hands its results back whole.
+pub(crate) fn omitted<T>(_: &T) -> bool {
+    !EVERY_FIELD.with(std::cell::Cell::get)
+}
+
+/// `serialize` with the fields documents leave out written too, however it ends.
+pub(crate) fn with_every_field<R>(serialize: impl FnOnce() -> R) -> R {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            EVERY_FIELD.with(|f| f.set(false));
+        }
+    }
+    EVERY_FIELD.with(|f| f.set(true));
+    let _reset = Reset;
+    serialize()
+}
+
 /// An address some node owns, with a name saying which interface: used to say *who* a
 /// masqueraded packet came from ("node-b flannel.1").
 #[derive(Debug, Clone)]
@@ -69,12 +92,12 @@ pub struct ShotObservation {
     /// What the client got back (`src:port -> dst:port`, `tcp-reset`, `icmp-unreachable code N`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
-    #[serde(default, skip_serializing_if = "crate::report::wire::omitted")]
+    #[serde(default, skip_serializing_if = "omitted")]
     pub source_ip_seen: Option<IpAddr>,
-    #[serde(default, skip_serializing_if = "crate::report::wire::omitted")]
+    #[serde(default, skip_serializing_if = "omitted")]
     pub reply_translated: Option<bool>,
     /// The client's source port of this shot (differs per repetition).
-    #[serde(default, skip_serializing_if = "crate::report::wire::omitted")]
+    #[serde(default, skip_serializing_if = "omitted")]
     pub sport: u16,
 }
 
@@ -95,9 +118,9 @@ pub struct ProbeObservation {
     pub shots_fired: Option<u32>,
     /// Backends in the order reached (deterministic schedulers) or sorted (random ones).
     pub backends: Vec<String>,
-    #[serde(default, skip_serializing_if = "crate::report::wire::omitted")]
+    #[serde(default, skip_serializing_if = "omitted")]
     pub all: Vec<ShotObservation>,
-    #[serde(default, skip_serializing_if = "crate::report::wire::omitted")]
+    #[serde(default, skip_serializing_if = "omitted")]
     pub client_ip: Option<IpAddr>,
 }
 

@@ -2,6 +2,7 @@
 //! ([`junit`]), the Markdown/HTML document of `--report` ([`document`]) and the JSON of `--json`
 //! ([`json`]), all read from one [`Results`].
 
+pub mod baseline;
 mod differences;
 pub mod document;
 pub mod json;

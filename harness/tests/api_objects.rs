@@ -31,7 +31,7 @@ use kpct::api_objects::{
     cluster_objects, ClusterObjects, ENDPOINTSLICE_CONTROLLER, LABEL_HEADLESS, LABEL_MANAGED_BY,
     LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME,
 };
-use kpct::cluster::{ClusterState, EndpointInfo, NodeInfo, ServicePortInfo};
+use kpct::scenario::cluster::{ClusterState, EndpointInfo, NodeInfo, ServicePortInfo};
 use kpct::scenario::{self, DualCidr, IpCidr, IpFamily, Protocol, ProxierOptions, ServiceType};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};

@@ -24,7 +24,7 @@ fn kernel() -> kernel_features::Capabilities {
 }
 
 fn applier() -> Applier {
-    Applier::new(ApplyOptions::for_running_kernel().expect("probe kernel capabilities"))
+    Applier::new(kpct::kernel_features::apply_options().expect("probe kernel capabilities"))
 }
 
 fn dummy_expected() -> bool {

@@ -1,4 +1,4 @@
-//! Drops decided at their verdict (`kpct::drop_verdicts`), against the real kernel: hand-written
+//! Drops decided at their verdict (`kpct::probe::drop_verdicts`), against the real kernel: hand-written
 //! netfilter rules on a proxier-less topology, so which packet meets which verdict is known.
 //! Every shot is fired twice — decided at the verdict, and waited out — and must be observed the
 //! same; only the first may end early, and only where a DROP met the probe's own packet with no
@@ -279,7 +279,7 @@ async fn the_verdict_table_lives_only_as_long_as_its_watch() {
             .collect::<Vec<_>>()
     };
     assert!(tables(&topo).iter().all(Vec::is_empty));
-    let watch = kpct::drop_verdicts::VerdictWatch::open(&topo).unwrap();
+    let watch = kpct::probe::drop_verdicts::VerdictWatch::open(&topo).unwrap();
     let held = vec![(
         kpct::netfilter::verdict_table::FAMILY,
         kpct::netfilter::verdict_table::TABLE.to_string(),
@@ -295,7 +295,7 @@ async fn the_verdict_table_lives_only_as_long_as_its_watch() {
     assert!(tables(&topo).iter().all(Vec::is_empty));
     // Dropped without closing (as when a shot fails): the kernel removes the table it owns
     // with its socket.
-    let watch = kpct::drop_verdicts::VerdictWatch::open(&topo).unwrap();
+    let watch = kpct::probe::drop_verdicts::VerdictWatch::open(&topo).unwrap();
     assert!(tables(&topo).iter().all(|t| !t.is_empty()));
     drop(watch);
     assert!(tables(&topo).iter().all(Vec::is_empty));

@@ -2,18 +2,18 @@
 
 mod common;
 
-use kpct::cluster::{ClusterState, NodeContext};
 use kpct::netns::naming::RunPrefix;
 use kpct::netns::{install_signal_cleanup, Netns};
 use kpct::programming::{
-    effective_state, Applier, ApplyOptions, ChainDecl, EffectiveState, IpSet, IpSetType,
-    Programming, ReadOptions, Table, TableRules,
+    effective_state, Applier, ChainDecl, EffectiveState, IpSet, IpSetType, Programming,
+    ReadOptions, Table, TableRules,
 };
 use kpct::proxier::exec::{input_for, ExecError, ExecOutcome, ExecProxier};
 use kpct::proxier::kube_proxy_iptables::KubeProxyIptables;
 use kpct::proxier::kube_proxy_nftables::KubeProxyNftables;
 use kpct::proxier::replay::{self, Replay};
 use kpct::proxier::Proxier;
+use kpct::scenario::cluster::{ClusterState, NodeContext};
 use std::path::{Path, PathBuf};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
@@ -24,7 +24,7 @@ fn netns(role: &str) -> Netns {
 }
 
 fn applier() -> Applier {
-    Applier::new(ApplyOptions::for_running_kernel().expect("probe kernel capabilities"))
+    Applier::new(kpct::kernel_features::apply_options().expect("probe kernel capabilities"))
 }
 
 fn scenario() -> (ClusterState, NodeContext) {

@@ -46,7 +46,7 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
     ("harness/src/proxier/replay.rs", "program", &[]),
     // The trace monitor: xtables-monitor, or nft where a node holds nftables tables.
     (
-        "harness/src/operations/trace/monitor.rs",
+        "harness/src/trace/monitor.rs",
         "program",
         &["xtables-monitor", "nft"],
     ),

@@ -234,8 +234,8 @@ impl Proxier for OptionIgnored {
     }
     fn program(
         &self,
-        cluster: &kpct::cluster::ClusterState,
-        node: &kpct::cluster::NodeContext,
+        cluster: &kpct::scenario::cluster::ClusterState,
+        node: &kpct::scenario::cluster::NodeContext,
     ) -> anyhow::Result<kpct::programming::Programming> {
         let mut cluster = cluster.clone();
         (self.ignore)(&mut cluster.options);
@@ -257,7 +257,10 @@ struct LabelBlind {
     inner: &'static str,
     /// Each state of the scenario as the harness hands it over, and the same with every Service
     /// label dropped.
-    states: Vec<(kpct::cluster::ClusterState, kpct::cluster::ClusterState)>,
+    states: Vec<(
+        kpct::scenario::cluster::ClusterState,
+        kpct::scenario::cluster::ClusterState,
+    )>,
 }
 
 impl LabelBlind {
@@ -279,7 +282,10 @@ impl LabelBlind {
         LabelBlind { inner, states }
     }
 
-    fn blind(&self, cluster: &kpct::cluster::ClusterState) -> kpct::cluster::ClusterState {
+    fn blind(
+        &self,
+        cluster: &kpct::scenario::cluster::ClusterState,
+    ) -> kpct::scenario::cluster::ClusterState {
         self.states
             .iter()
             .find(|(seen, _)| seen == cluster)
@@ -294,8 +300,8 @@ impl Proxier for LabelBlind {
     }
     fn program(
         &self,
-        cluster: &kpct::cluster::ClusterState,
-        node: &kpct::cluster::NodeContext,
+        cluster: &kpct::scenario::cluster::ClusterState,
+        node: &kpct::scenario::cluster::NodeContext,
     ) -> anyhow::Result<kpct::programming::Programming> {
         builtin(self.inner)
             .expect("a built-in")
@@ -304,8 +310,8 @@ impl Proxier for LabelBlind {
     fn resync(
         &self,
         resync: &kpct::proxier::Resync<'_>,
-        cluster: &kpct::cluster::ClusterState,
-        node: &kpct::cluster::NodeContext,
+        cluster: &kpct::scenario::cluster::ClusterState,
+        node: &kpct::scenario::cluster::NodeContext,
     ) -> anyhow::Result<kpct::programming::Programming> {
         let previous = resync.previous.map(|p| self.blind(p));
         let resync = kpct::proxier::Resync {
@@ -368,11 +374,14 @@ async fn needs_ipvs_serving_another_proxys_service_is_caught() {
 /// previous one's too): a proxier that reads the cluster wrongly.
 struct StateEdited {
     inner: &'static str,
-    edit: fn(&mut kpct::cluster::ClusterState),
+    edit: fn(&mut kpct::scenario::cluster::ClusterState),
 }
 
 impl StateEdited {
-    fn edited(&self, cluster: &kpct::cluster::ClusterState) -> kpct::cluster::ClusterState {
+    fn edited(
+        &self,
+        cluster: &kpct::scenario::cluster::ClusterState,
+    ) -> kpct::scenario::cluster::ClusterState {
         let mut cluster = cluster.clone();
         (self.edit)(&mut cluster);
         if let Some(v6) = cluster.ipv6.as_mut() {
@@ -388,8 +397,8 @@ impl Proxier for StateEdited {
     }
     fn program(
         &self,
-        cluster: &kpct::cluster::ClusterState,
-        node: &kpct::cluster::NodeContext,
+        cluster: &kpct::scenario::cluster::ClusterState,
+        node: &kpct::scenario::cluster::NodeContext,
     ) -> anyhow::Result<kpct::programming::Programming> {
         builtin(self.inner)
             .expect("a built-in")
@@ -398,8 +407,8 @@ impl Proxier for StateEdited {
     fn resync(
         &self,
         resync: &kpct::proxier::Resync<'_>,
-        cluster: &kpct::cluster::ClusterState,
-        node: &kpct::cluster::NodeContext,
+        cluster: &kpct::scenario::cluster::ClusterState,
+        node: &kpct::scenario::cluster::NodeContext,
     ) -> anyhow::Result<kpct::programming::Programming> {
         let previous = resync.previous.map(|p| self.edited(p));
         let resync = kpct::proxier::Resync {
@@ -457,7 +466,7 @@ async fn library_run(file: &str, proxier: &dyn Proxier) -> kpct::run::ScenarioRu
 }
 
 /// Every ClientIP affinity with the API server's default timeout (10800 s) instead of its own.
-fn affinity_timeout_ignored(c: &mut kpct::cluster::ClusterState) {
+fn affinity_timeout_ignored(c: &mut kpct::scenario::cluster::ClusterState) {
     for sp in &mut c.service_ports {
         if sp.session_affinity_timeout_seconds.is_some() {
             sp.session_affinity_timeout_seconds = Some(10800);

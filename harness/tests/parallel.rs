@@ -89,7 +89,7 @@ fn run_on(jobs: &[Job], workers: usize) -> Outputs {
     let indices: Vec<usize> = finished.iter().map(|f| f.index).collect();
     assert_eq!(indices, (0..jobs.len()).collect::<Vec<_>>(), "in job order");
     let mut results = Results::new(Vec::new(), Vec::new(), Environment::detect());
-    results.record(jobs, finished);
+    kpct::operations::parallel::record(&mut results, jobs, finished);
     assert!(
         !results.errors.is_empty() && results.runs.iter().any(|r| !r.violations.is_empty()),
         "the set holds failing and errored runs"

@@ -923,7 +923,7 @@ fn the_trace_command_of_a_step_probe_names_its_step_and_traces_it() {
          --step 1 --proxier kube-proxy-iptables-without-conntrack-cleanup"
     );
     let trace = rt
-        .block_on(kpct::operations::trace::trace(
+        .block_on(kpct::trace::trace(
             &scenario,
             Some(1),
             "resolver-again",
@@ -1104,16 +1104,15 @@ fn the_report_draws_the_failing_path_with_the_wrong_hop_marked_in_a_browser() {
         proxier: &broken,
     }];
     let mut told = Vec::new();
-    r.traced =
-        tokio::runtime::Runtime::new()
-            .unwrap()
-            .block_on(kpct::report::traced::trace_failures(
-                &r,
-                &jobs,
-                3,
-                probe_timeout(),
-                |s, p, probe| told.push(format!("{s} × {p}: {probe}")),
-            ));
+    r.traced = tokio::runtime::Runtime::new().unwrap().block_on(
+        kpct::operations::suite::traced::trace_failures(
+            &r,
+            &jobs,
+            3,
+            probe_timeout(),
+            |s, p, probe| told.push(format!("{s} × {p}: {probe}")),
+        ),
+    );
     assert_eq!(
         told,
         [format!(

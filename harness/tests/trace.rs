@@ -1,8 +1,8 @@
 //! `kpct trace`: one shot of a probe with the kernel's nf_tables trace on every node. The RKE2
 //! walkthrough's NodePort packet must show, observed, the path the seed note draws by hand.
 
-use kpct::operations::trace::{PacketPath, Trace};
 use kpct::probe::probe_timeout;
+use kpct::trace::{PacketPath, Trace};
 use std::path::Path;
 
 fn try_trace(scenario: &str, probe: &str, proxier_name: &str) -> anyhow::Result<Trace> {
@@ -22,7 +22,7 @@ fn try_trace_at(
     let proxier = kpct::proxier::builtin(proxier_name).expect("a built-in proxier");
     tokio::runtime::Runtime::new()
         .expect("a tokio runtime")
-        .block_on(kpct::operations::trace::trace(
+        .block_on(kpct::trace::trace(
             &scenario,
             step,
             probe,

@@ -5,68 +5,16 @@
 use super::list;
 use super::log::RequestRecord;
 use super::query;
+use super::reply::{ClientCtx, Reply, JSON};
 use super::route::{self, Target};
 use super::status::{self, ApiError};
 use super::watch::{self, WatchRequest};
 use super::writes;
-use super::Shared;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use std::net::SocketAddr;
 use std::sync::Arc;
-
-/// What a listener knows about the clients it serves.
-pub(crate) struct ClientCtx {
-    pub shared: Arc<Shared>,
-    /// The name requests are recorded under.
-    pub client: String,
-    /// Turns true when the client is no longer served (its watches end).
-    pub stop: tokio::sync::watch::Receiver<bool>,
-    /// The listener's address, as `/api` reports it.
-    pub local: SocketAddr,
-}
-
-/// An answer before it is written.
-pub(crate) struct Reply {
-    status: StatusCode,
-    content_type: &'static str,
-    body: Body,
-}
-
-const JSON: &str = "application/json";
-
-impl Reply {
-    pub(crate) fn json(status: StatusCode, text: String) -> Reply {
-        Reply {
-            status,
-            content_type: JSON,
-            body: Body::from(text),
-        }
-    }
-
-    fn ok(text: String) -> Reply {
-        Reply::json(StatusCode::OK, text)
-    }
-
-    /// What Go's http.NotFound writes, as the apiserver's last handler does for a path no
-    /// API claims.
-    fn plain_not_found() -> Reply {
-        Reply {
-            status: StatusCode::NOT_FOUND,
-            content_type: "text/plain; charset=utf-8",
-            body: Body::from("404 page not found\n"),
-        }
-    }
-}
-
-impl From<ApiError> for Reply {
-    fn from(e: ApiError) -> Reply {
-        let status = StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        Reply::json(status, e.to_json())
-    }
-}
 
 /// The axum handler of every request.
 pub(crate) async fn handle(State(ctx): State<Arc<ClientCtx>>, req: Request) -> Response {

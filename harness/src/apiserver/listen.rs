@@ -1,7 +1,8 @@
 //! Listening sockets, which a client's stop signal closes together with every connection
 //! accepted on them (a node that goes away takes its proxier's connections with it).
 
-use super::http::{self, ClientCtx};
+use super::http;
+use super::reply::ClientCtx;
 use axum::body::Body;
 use axum::extract::State;
 use hyper::body::Incoming;

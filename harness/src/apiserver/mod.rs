@@ -18,6 +18,7 @@ mod log;
 mod progress;
 mod query;
 mod raw;
+mod reply;
 mod resources;
 mod route;
 mod selector;
@@ -212,7 +213,7 @@ impl ApiServer {
             stop: tokio::sync::watch::Sender::new(false),
             listeners: Vec::new(),
         });
-        let ctx = Arc::new(http::ClientCtx {
+        let ctx = Arc::new(reply::ClientCtx {
             shared: Arc::clone(&self.shared),
             client: client.to_string(),
             stop: entry.stop.subscribe(),

@@ -4,7 +4,7 @@
 //! server (a resourceVersion from the future, a watch until its timeout) ends at once and the
 //! same bytes always get the same answer.
 
-use super::http::ClientCtx;
+use super::reply::ClientCtx;
 use super::Shared;
 use crate::api_objects::ClusterObjects;
 use anyhow::{Context, Result};

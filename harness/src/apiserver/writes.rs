@@ -3,8 +3,8 @@
 //! common production setup, `--etcd-servers-overrides`), so that when a client reports an
 //! event does not shift the cluster's resourceVersions.
 
-use super::http::{ClientCtx, Reply};
 use super::log::{lock, PostedEvent};
+use super::reply::{ClientCtx, Reply};
 use super::route::EventsApi;
 use super::status::{self, ApiError, FieldError};
 use super::store::{timestamp, uid};

@@ -7,10 +7,12 @@
 //!
 //! Every namespace this process creates is recorded in a process-wide registry; a signal handler
 //! (see [`install_signal_cleanup`]) and [`Netns`]'s `Drop` both remove them, so a panic or Ctrl-C
-//! never leaves one behind. `kpct cleanup` removes those of crashed runs by name prefix.
+//! never leaves one behind. `kpct cleanup` removes those of crashed runs by name prefix, and
+//! their scratch directories ([`scratch`], named like the namespaces and removed with them).
 
 pub mod holders;
 pub mod naming;
+pub mod scratch;
 
 use anyhow::{bail, Context, Result};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
@@ -357,6 +359,20 @@ fn interrupted_message(removed: usize) -> String {
     }
 }
 
+/// What else the signal handler removes, after the processes and before the namespaces: each
+/// room that holds a run's resources of its own (the scratch directories) adds its remover.
+static ON_SIGNAL: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
+
+fn lock_hooks() -> std::sync::MutexGuard<'static, Vec<fn()>> {
+    ON_SIGNAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Has the signal handler call `remover` too (ask once per remover), and installs the handler.
+pub(crate) fn also_on_signal(remover: fn()) {
+    lock_hooks().push(remover);
+    install_signal_cleanup();
+}
+
 /// Installs a SIGINT/SIGTERM/SIGHUP handler that removes this process's namespaces and exits
 /// with 130. Idempotent; safe to call from every test.
 pub fn install_signal_cleanup() {
@@ -365,7 +381,9 @@ pub fn install_signal_cleanup() {
         let _ = ctrlc::set_handler(|| {
             // Proxier processes first: they may hold a namespace open and could create more.
             crate::process_groups::kill_all();
-            crate::scratch::remove_live();
+            for also in lock_hooks().iter() {
+                also();
+            }
             let (_held_until_exit, removed) = close_registry();
             eprintln!("{}", interrupted_message(removed));
             std::process::exit(130);

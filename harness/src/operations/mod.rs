@@ -4,7 +4,8 @@
 //! - `suite`: `kpct run`, scenarios × proxiers on parallel workers (`parallel`, `progress`),
 //!   the runs this kernel cannot hold shared with a VM, the results and every file written of
 //!   them;
-//! - `lab`, `soak`, `trace`, `bench`, `record`: the commands of those names;
+//! - `lab`, `soak`, `bench`, `record`: the commands of those names (`kpct trace` is thin over
+//!   the tracer, [`crate::trace`], which the report uses too);
 //! - `scenario_table`: the README's scenario table and field reference.
 
 pub mod bench;
@@ -15,4 +16,3 @@ pub mod record;
 pub mod scenario_table;
 pub mod soak;
 pub mod suite;
-pub mod trace;

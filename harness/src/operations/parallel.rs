@@ -134,6 +134,22 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "(no message)".into())
 }
 
+/// Adds what the runs of `jobs` gave to `results`, in job order (as [`run_jobs`] returns them):
+/// each a completed run or an error.
+pub fn record(results: &mut crate::report::Results, jobs: &[Job<'_>], finished: Vec<Finished>) {
+    for done in finished {
+        match done.outcome {
+            Ok(run) => results.runs.push(run),
+            Err(e) => results.errors.push(crate::report::RunError {
+                scenario: jobs[done.index].scenario.name.clone(),
+                proxier: jobs[done.index].proxier.label(),
+                message: format!("{e:#}"),
+                elapsed: done.elapsed,
+            }),
+        }
+    }
+}
+
 /// `K/N`: the K-th of N shares of a job list (1 ≤ K ≤ N), as `cargo nextest --partition
 /// count:K/N` writes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,14 +7,15 @@
 //! SNAT); a capture on the source records what came back.
 
 mod borrowed_address;
+pub mod drop_verdicts;
 pub mod packet;
 mod sctp;
 
 use crate::capture::{Capture, Flow};
-pub use crate::drop_verdicts::{DropVerdict, VerdictWatch};
 use crate::netfilter::conntrack::Tuple;
 use crate::netns::naming::{mac_for, BRIDGE_IF, UNDERLAY_IF};
 use crate::netns::Netns;
+pub use crate::probe::drop_verdicts::{DropVerdict, VerdictWatch};
 use crate::scenario::{
     IpFamily, Node, Probe, ProbeTarget, Protocol, Scenario, ServicePort, TargetPort, Via,
 };
@@ -37,7 +38,7 @@ pub fn probe_timeout() -> Duration {
 /// How a shot that gets no answer ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DropDecision {
-    /// At the DROP verdict a node traced for its packet ([`crate::drop_verdicts`]), or at the
+    /// At the DROP verdict a node traced for its packet ([`crate::probe::drop_verdicts`]), or at the
     /// timeout where no node traced one.
     AtVerdict,
     /// Always at the timeout.
@@ -597,7 +598,7 @@ fn wait_for_answer(
     deadline: Instant,
     mut verdicts: Option<&mut VerdictWatch>,
 ) -> Result<(Option<crate::capture::Frame>, Option<DropVerdict>)> {
-    let mut judge = crate::drop_verdicts::Judge::default();
+    let mut judge = crate::probe::drop_verdicts::Judge::default();
     let answers = |f: &crate::capture::Frame| packet.answer(f).is_some();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());

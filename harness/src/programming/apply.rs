@@ -35,7 +35,6 @@ use super::text::{
 };
 use super::tools::{self, blamed_line, tool_message, IptablesBackend, Xtables};
 use super::{Programming, RestoreMode, Table};
-use crate::kernel_features::{Capabilities, Feature};
 use crate::netns::Netns;
 use crate::scenario::IpFamily;
 use crate::topology::NodeNs;
@@ -52,22 +51,18 @@ pub struct ApplyOptions {
 }
 
 impl ApplyOptions {
-    /// dummy where the probed kernel has it (and then insisting on it), the bridge fallback
-    /// where it has not.
-    pub fn from_caps(caps: &Capabilities) -> ApplyOptions {
+    /// kube-ipvs0 as a dummy device where the kernel has dummy (and then insisting on it), the
+    /// bridge fallback where it has not ([`crate::kernel_features::apply_options`] asks the
+    /// running kernel).
+    pub fn with_dummy(has_dummy: bool) -> ApplyOptions {
         ApplyOptions {
-            device: if caps.get(Feature::Dummy).ok() {
+            device: if has_dummy {
                 DevicePolicy::RequireDummy
             } else {
                 DevicePolicy::Bridge
             },
             ..ApplyOptions::default()
         }
-    }
-
-    /// [`ApplyOptions::from_caps`] for the kernel this process runs on.
-    pub fn for_running_kernel() -> anyhow::Result<ApplyOptions> {
-        Ok(ApplyOptions::from_caps(&crate::kernel_features::detect()?))
     }
 }
 

@@ -281,7 +281,7 @@ fn command_table(command: &str) -> Result<Option<NftTable>, String> {
 
 /// The node's nftables tables (over nfnetlink: a tool run costs ~0.2 s in the emulated VM),
 /// but for the suite's own table of drop verdicts, which is there while probes fire and is not
-/// the proxier's state ([`crate::drop_verdicts`]).
+/// the proxier's state ([`crate::probe::drop_verdicts`]).
 pub fn list_tables(ns: &Netns) -> Result<Vec<NftTable>, NftError> {
     let tables =
         crate::netfilter::tables::nft_tables(ns).map_err(|e| NftError::Tables(format!("{e:#}")))?;

@@ -4,8 +4,8 @@
 //! `conntrack.CleanStaleEntries` (pkg/proxy/conntrack/cleanup.go) deletes every UDP entry to a
 //! Service frontend whose DNAT target is not one of its serving endpoints.
 
-use crate::cluster::{ClusterState, EndpointInfo, ServicePortInfo};
 use crate::programming::ConntrackCleanup;
+use crate::scenario::cluster::{ClusterState, EndpointInfo, ServicePortInfo};
 use crate::scenario::Protocol;
 use std::collections::BTreeMap;
 use std::net::IpAddr;

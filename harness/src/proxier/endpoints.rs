@@ -3,7 +3,7 @@
 //! which endpoint sets a port uses (`UsesClusterEndpoints` / `UsesLocalEndpoints` in
 //! `pkg/proxy/serviceport.go`) and `CategorizeEndpoints` (`pkg/proxy/topology.go`).
 
-use crate::cluster::{EndpointInfo, NodeContext, ServicePortInfo};
+use crate::scenario::cluster::{EndpointInfo, NodeContext, ServicePortInfo};
 
 /// Which endpoint sets a service port uses (`UsesClusterEndpoints` / `UsesLocalEndpoints`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,13 +21,13 @@
 //!
 #![doc = include_str!("exec-schema.md")]
 
-use crate::cluster::{ClusterState, NodeContext, ProxierInput, SCHEMA_VERSION};
 use crate::netns::Netns;
 use crate::programming::effective::{
     effective_state, EffectiveState, Missing, ReadError, ReadOptions,
 };
 use crate::programming::text::{parse_text_with_sources, ParsedText, TextError};
 use crate::programming::{AppliedReport, Applier, ApplyError};
+use crate::scenario::cluster::{ClusterState, NodeContext, ProxierInput, SCHEMA_VERSION};
 use std::io::{Read, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -273,8 +273,8 @@ pub fn step_input_for(
     previous: Option<&ClusterState>,
 ) -> ProxierInput {
     ProxierInput {
-        version: crate::cluster::STEP_SCHEMA_VERSION,
-        sync: Some(crate::cluster::StepSync {
+        version: crate::scenario::cluster::STEP_SCHEMA_VERSION,
+        sync: Some(crate::scenario::cluster::StepSync {
             step: step.to_string(),
             previous: previous.cloned(),
         }),

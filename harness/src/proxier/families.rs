@@ -3,9 +3,9 @@
 //! syncs the state of its own family, and the node holds both results.
 
 use super::{Proxier, Resync};
-use crate::cluster::{ClusterState, NodeContext};
 use crate::programming::nft::NftScript;
 use crate::programming::Programming;
+use crate::scenario::cluster::{ClusterState, NodeContext};
 use crate::scenario::IpFamily;
 use anyhow::{bail, Context, Result};
 

@@ -4,7 +4,6 @@
 //! reviewable and unit-testable without a kernel; the kernel then judges the result.
 
 /// The one list of built-in proxiers (also included by `harness/build.rs`).
-mod builtins;
 mod conntrack_cleanup;
 mod conntrack_sysctls;
 mod endpoints;
@@ -17,13 +16,13 @@ mod node_port_addresses;
 pub mod programmer;
 pub mod real;
 pub mod replay;
-pub use builtins::{Builtin, BUILTINS};
+pub use crate::builtins::{Builtin, BUILTINS};
 mod sha256_base32;
 #[cfg(test)]
 mod test_cluster;
 
-use crate::cluster::{ClusterState, NodeContext};
 use crate::programming::{Programming, Table};
+use crate::scenario::cluster::{ClusterState, NodeContext};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a proxier knows when it syncs a node it programmed before.

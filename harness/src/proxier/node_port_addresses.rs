@@ -1,7 +1,7 @@
 //! `--nodeport-addresses`, shared by every kube-proxy mode as pkg/proxy/util/nodeport_addresses.go
 //! is: which node addresses serve NodePorts, for the family of one proxier.
 
-use crate::cluster::NodeContext;
+use crate::scenario::cluster::NodeContext;
 use crate::scenario::{IpCidr, IpFamily, NodePortAddress};
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};

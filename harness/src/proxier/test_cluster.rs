@@ -2,7 +2,7 @@
 //! `testNodeIP`), its local-detector CIDR and service CIDR, and TCP service ports `ns/name:p80`
 //! with ready endpoints on port 80, as upstream's `makeTestService` / `makeTestEndpointSlice`.
 
-use crate::cluster::{ClusterState, EndpointInfo, NodeContext, ServicePortInfo};
+use crate::scenario::cluster::{ClusterState, EndpointInfo, NodeContext, ServicePortInfo};
 use crate::scenario::{IpCidr, IpFamily, Protocol, ProxierOptions, ServiceType};
 use std::net::IpAddr;
 

@@ -1,4 +1,4 @@
-//! A picture of a failing probe's path: one shot of it traced again ([`crate::operations::trace`]), drawn
+//! A picture of a failing probe's path: one shot of it traced again ([`crate::trace`]), drawn
 //! per node as the chains and rules each packet went through, with the hop where it went wrong
 //! marked. The report shows it as an inline SVG (HTML) or a Mermaid flowchart (Markdown).
 //!
@@ -9,7 +9,7 @@
 
 use super::markup::{xml_escape, Figure};
 use crate::observe::Verdict;
-use crate::operations::trace::Trace;
+use crate::trace::Trace;
 use std::fmt::Write as _;
 
 /// The traced path of one shot, node by node.

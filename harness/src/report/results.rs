@@ -2,7 +2,6 @@
 //! [`super::document`], [`super::json`]) reads it.
 
 use crate::observe::ProbeObservation;
-use crate::operations::parallel::{Finished, Job};
 use crate::provenance::Environment;
 use crate::run::ScenarioRun;
 use crate::run::StepObservation;
@@ -71,24 +70,8 @@ impl Results {
         }
     }
 
-    /// Adds what the runs of `jobs` gave, in job order (as [`crate::operations::parallel::run_jobs`] returns
-    /// them): each a completed run or an error.
-    pub fn record(&mut self, jobs: &[Job<'_>], finished: Vec<Finished>) {
-        for done in finished {
-            match done.outcome {
-                Ok(run) => self.runs.push(run),
-                Err(e) => self.errors.push(RunError {
-                    scenario: jobs[done.index].scenario.name.clone(),
-                    proxier: jobs[done.index].proxier.label(),
-                    message: format!("{e:#}"),
-                    elapsed: done.elapsed,
-                }),
-            }
-        }
-    }
-
     /// The command that fires `probe` of `run` again with kernel tracing on (see
-    /// [`crate::operations::trace`]), ready to paste into a shell at the repository's root.
+    /// [`crate::trace`]), ready to paste into a shell at the repository's root.
     pub fn trace_command(&self, run: &ScenarioRun, probe: &str) -> String {
         let scenario = &run.observation.scenario;
         let file = self

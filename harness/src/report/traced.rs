@@ -1,12 +1,8 @@
-//! Failing probes traced again for the report: the first failing probe of each failing run,
-//! fired once more in a fresh cluster of the same scenario and proxier with kernel tracing on
-//! (as `kpct trace` does), and drawn ([`super::picture`]). The shot is a new one: its picture
-//! says what that shot did, next to what the run observed.
+//! A failing probe traced again for the report (`operations::suite::traced` fires it): its
+//! picture ([`super::picture`]), or why it could not be traced. The shot is a new one: its
+//! picture says what that shot did, next to what the run observed.
 
 use super::picture::Picture;
-use super::results::Results;
-use crate::operations::parallel::Job;
-use std::time::Duration;
 
 /// The traced path of one failing probe, or why it could not be traced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,49 +12,4 @@ pub struct TracedFailure {
     /// As the observation names it (`STEP/PROBE` for a step's probe).
     pub probe: String,
     pub picture: Result<Picture, String>,
-}
-
-/// Traces the first failing probe of each run that has one, up to `limit` runs, in run order;
-/// `before` is told each before it is traced (for progress).
-pub async fn trace_failures(
-    results: &Results,
-    jobs: &[Job<'_>],
-    limit: usize,
-    probe_timeout: Duration,
-    mut before: impl FnMut(&str, &str, &str),
-) -> Vec<TracedFailure> {
-    let mut firsts: Vec<(&crate::run::ScenarioRun, &crate::observe::ProbeObservation)> = Vec::new();
-    for (run, probe) in results.failing() {
-        if !firsts.iter().any(|(r, _)| std::ptr::eq(*r, run)) {
-            firsts.push((run, probe));
-        }
-    }
-    let mut out = Vec::new();
-    for (run, probe) in firsts.into_iter().take(limit) {
-        let obs = &run.observation;
-        let Some(job) = jobs
-            .iter()
-            .find(|j| j.scenario.name == obs.scenario && j.proxier.label() == obs.proxier)
-        else {
-            continue;
-        };
-        before(&obs.scenario, &obs.proxier, &probe.probe);
-        let (name, step) = super::probe_at(run, &probe.probe);
-        let violations: Vec<String> = super::probe_violations(run, &probe.probe)
-            .into_iter()
-            .cloned()
-            .collect();
-        let picture =
-            crate::operations::trace::trace(job.scenario, step, name, job.proxier, probe_timeout)
-                .await
-                .map(|trace| Picture::from_trace(&trace, &violations))
-                .map_err(|e| format!("{e:#}"));
-        out.push(TracedFailure {
-            scenario: obs.scenario.clone(),
-            proxier: obs.proxier.clone(),
-            probe: probe.probe.clone(),
-            picture,
-        });
-    }
-    out
 }

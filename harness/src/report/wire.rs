@@ -5,26 +5,16 @@
 //! Every field travels, also those the snapshot documents and `--json` leave out (each shot's
 //! source port, the observed source address, every shot of a random choice): the outputs
 //! rendered from a run that came back are those of a run made here. Those fields are marked
-//! `skip_serializing_if = "crate::report::wire::omitted"`, which omits them unless this module
-//! is serializing.
+//! `skip_serializing_if = "crate::observe::omitted"`, which omits them unless this module
+//! is serializing (`observe::with_every_field`).
 
 use super::results::{NotRun, RunError};
 use crate::run::ScenarioRun;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use std::cell::Cell;
 
 /// The version of the form; a child of another kpct cannot be read.
 const FORMAT: &str = "kpct-wire/1";
-
-thread_local! {
-    static FULL: Cell<bool> = const { Cell::new(false) };
-}
-
-/// For `skip_serializing_if`: a field the documents leave out, written only in wire form.
-pub(crate) fn omitted<T>(_: &T) -> bool {
-    !FULL.with(Cell::get)
-}
 
 /// What a child run gives back.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -37,19 +27,13 @@ pub struct Returned {
 
 /// `runs`, `errors` and `not_run` in wire form.
 pub fn write(runs: &[ScenarioRun], errors: &[RunError], not_run: &[NotRun]) -> Result<String> {
-    struct Full;
-    impl Drop for Full {
-        fn drop(&mut self) {
-            FULL.with(|f| f.set(false));
-        }
-    }
-    FULL.with(|f| f.set(true));
-    let _full = Full;
-    serde_json::to_string(&Returned {
-        format: FORMAT.into(),
-        runs: runs.to_vec(),
-        errors: errors.to_vec(),
-        not_run: not_run.to_vec(),
+    crate::observe::with_every_field(|| {
+        serde_json::to_string(&Returned {
+            format: FORMAT.into(),
+            runs: runs.to_vec(),
+            errors: errors.to_vec(),
+            not_run: not_run.to_vec(),
+        })
     })
     .context("writing the results in wire form")
 }

@@ -1,8 +1,8 @@
 //! Whether a node re-synced by a step holds what a fresh node synced to the same state holds.
 
-use super::stage::ipvs_table;
-use crate::cluster::ClusterState;
+use crate::ipvs_connections::ipvs_table;
 use crate::proxier::programmer::RunProgrammer;
+use crate::scenario::cluster::ClusterState;
 use crate::scenario::{self, Scenario};
 use crate::topology::{NodeNs, Topology};
 use anyhow::{Context, Result};
@@ -41,7 +41,7 @@ pub(super) async fn convergence_check(
         twins.push((ctx, twin));
     }
     let started = std::time::Instant::now();
-    let fresh: Vec<(&crate::cluster::NodeContext, &NodeNs)> =
+    let fresh: Vec<(&crate::scenario::cluster::NodeContext, &NodeNs)> =
         twins.iter().map(|(ctx, twin)| (ctx, twin)).collect();
     programmer
         .program_fresh_all(step, cluster, &fresh)

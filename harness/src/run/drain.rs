@@ -26,9 +26,9 @@
 //! then observed as if it had come after every lingering entry expired, whatever the machine's
 //! speed.
 
-use super::stage::ipvs_table;
 use crate::draining::{awaiting_deletion, held_by_ended_connections};
 use crate::ipvs_connections;
+use crate::ipvs_connections::ipvs_table;
 use crate::topology::{NodeNs, Topology};
 use anyhow::{bail, Context, Result};
 use std::time::{Duration, Instant};

@@ -17,7 +17,7 @@ pub use document::{
     behaviour_differences, behaviour_lines, node_addresses, ScenarioObservation, StepObservation,
 };
 pub use probes::shots_to_reach_all;
-pub use stage::{ipvs_table, stage, stage_with_prefix, Advanced, Staged};
+pub use stage::{stage, stage_with_prefix, Advanced, Staged};
 
 use crate::evidence::ProbeEvidence;
 use crate::kept_flows::KeptFlows;

@@ -1,12 +1,12 @@
 //! The probes of the initial state or of one step: planned, fired, observed and judged.
 
 use super::{node_addresses, Judged, Timing};
-use crate::cluster::ClusterState;
 use crate::evidence::Collector;
 use crate::kept_flows::KeptFlows;
 use crate::observe::{self, ProbeObservation};
 use crate::probe;
 use crate::proxier::programmer::{NodeProgrammer, RunProgrammer};
+use crate::scenario::cluster::ClusterState;
 use crate::scenario::{Probe, Scenario, TargetPort};
 use crate::topology::Topology;
 use anyhow::{Context, Result};

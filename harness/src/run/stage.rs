@@ -2,10 +2,10 @@
 //! step applied to it.
 
 use crate::backends::Backends;
-use crate::cluster::ClusterState;
 use crate::netns::naming::RunPrefix;
 use crate::proxier::programmer::{NodeProgrammer, NodeSummary, RunProgrammer};
 use crate::proxier::Resync;
+use crate::scenario::cluster::ClusterState;
 use crate::scenario::{self, Scenario};
 use crate::topology::{NodeNs, Topology};
 use anyhow::{Context, Result};
@@ -58,8 +58,10 @@ pub async fn stage_with_prefix<'p, P: NodeProgrammer + ?Sized>(
                 .with_context(|| format!("node {} is not in the scenario", node.name))
         })
         .collect::<Result<Vec<_>>>()?;
-    let first: Vec<(&crate::cluster::NodeContext, &crate::topology::NodeNs)> =
-        contexts.iter().zip(topo.nodes()).collect();
+    let first: Vec<(
+        &crate::scenario::cluster::NodeContext,
+        &crate::topology::NodeNs,
+    )> = contexts.iter().zip(topo.nodes()).collect();
     let nodes = programmer.program_nodes(&cluster, &first)?;
     let mut backends = Backends::start(&topo, &scenario.topology.pods)?;
     let health_checks = if programmer.serves_health_checks() {
@@ -195,17 +197,6 @@ fn existing_chains(
     )
 }
 
-/// The IPVS table of `node` with connection counts; empty when the kernel has no IPVS.
-pub fn ipvs_table(node: &NodeNs) -> Result<Vec<ipvs_genl::TableEntry>> {
-    match ipvs_genl::IpvsHandle::in_netns(node.netns.path()) {
-        Ok(mut handle) => handle
-            .table()
-            .with_context(|| format!("reading the IPVS table of node {}", node.name)),
-        Err(ipvs_genl::Error::FamilyMissing) => Ok(Vec::new()),
-        Err(e) => Err(e).with_context(|| format!("opening IPVS on node {}", node.name)),
-    }
-}
-
 /// Why a node is synced again.
 #[derive(Clone, Copy)]
 enum Sync {
@@ -240,7 +231,7 @@ fn resync_node(
     } else {
         Default::default()
     };
-    let ipvs = ipvs_table(node)?;
+    let ipvs = crate::ipvs_connections::ipvs_table(node)?;
     let nft = crate::programming::nft::read_tables(&node.netns)
         .with_context(|| format!("reading the nftables tables of node {}", node.name))?;
     let resync = Resync {

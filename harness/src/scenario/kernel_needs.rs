@@ -1,9 +1,8 @@
-//! What a scenario needs of the kernel whatever the proxier: the library routes such scenarios
-//! by file name (`sctp-*`, `ipvs-existing-*`) to a kernel that has it, and `kpct run` reports
-//! them as not run on one that does not.
+//! What a scenario needs of the kernel whatever the proxier (`kernel_features::needed_by`): the
+//! library routes such scenarios by file name (`sctp-*`, `ipvs-existing-*`) to a kernel that has
+//! it, and `kpct run` reports them as not run on one that does not.
 
 use super::{Protocol, Scenario};
-use crate::kernel_features::Feature;
 
 impl Scenario {
     /// Whether a probe or a pod port uses SCTP.
@@ -23,18 +22,5 @@ impl Scenario {
             .nodes
             .iter()
             .any(|n| !n.existing_ipvs.is_empty())
-    }
-
-    /// The kernel features a run of it needs, whatever the proxier (a proxier's own needs, IP_VS
-    /// for IPVS mode, are the proxier's).
-    pub fn kernel_needs(&self) -> Vec<Feature> {
-        let mut out = Vec::new();
-        if self.uses_sctp() {
-            out.push(Feature::Sctp);
-        }
-        if self.has_existing_ipvs() {
-            out.push(Feature::IpVs);
-        }
-        out
     }
 }

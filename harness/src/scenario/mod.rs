@@ -1,6 +1,7 @@
 #[macro_use]
 mod serde_string;
 mod cidr;
+pub mod cluster;
 mod conventions;
 mod family;
 mod files;

@@ -8,7 +8,9 @@ use super::model::{
     ServiceType, SessionAffinity, TargetPort, TrafficPolicy,
 };
 use super::validate::{named_port, selected_pods};
-use crate::cluster::{ClusterState, EndpointInfo, NodeContext, NodeInfo, ServicePortInfo};
+use crate::scenario::cluster::{
+    ClusterState, EndpointInfo, NodeContext, NodeInfo, ServicePortInfo,
+};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 

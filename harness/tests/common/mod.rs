@@ -3,10 +3,10 @@
 // Each test binary compiles this module and uses a part of it.
 #![allow(dead_code)]
 
-use kpct::cluster::{ClusterState, NodeContext};
 use kpct::netns::Netns;
 use kpct::programming::{Programming, Table};
 use kpct::proxier::{builtin, Proxier};
+use kpct::scenario::cluster::{ClusterState, NodeContext};
 use std::net::UdpSocket;
 use std::time::Duration;
 

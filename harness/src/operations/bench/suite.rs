@@ -3,7 +3,7 @@
 //! runs them ([`crate::run::run_scenario`]: topology, programming, backends, probes, teardown),
 //! once one run at a time and once on several workers ([`crate::operations::parallel`]), side by side in one
 //! run so the ratio is measured on the same machine under the same load; then once more one at a
-//! time with every drop waited out to the probe timeout ([`crate::drop_verdicts`] off), for what
+//! time with every drop waited out to the probe timeout ([`crate::probe::drop_verdicts`] off), for what
 //! deciding drops at their verdict saves — and every pass's observations compared with the
 //! first's.
 

@@ -4,6 +4,7 @@
 
 pub mod outputs;
 pub mod selection;
+pub mod traced;
 pub mod vm_share;
 
 use crate::operations::parallel::{self, After, Event, Job};
@@ -129,7 +130,7 @@ pub fn run<'a>(
         })?;
     // In job order, whatever order the runs ended in: every file written of them is what -j 1
     // writes.
-    results.record(&here, finished);
+    parallel::record(&mut results, &here, finished);
     if let Some(share) = share {
         eprintln!("waiting for the {} run(s) in the VM", share.runs());
         match share.finish() {
@@ -164,16 +165,15 @@ impl Ran<'_> {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        self.results.traced =
-            tokio::runtime::Runtime::new()?.block_on(crate::report::traced::trace_failures(
-                &self.results,
-                &self.here,
-                runs,
-                self.patience.timeout,
-                |scenario, proxier, probe| {
-                    eprintln!("tracing {scenario} × {proxier}: probe {probe}, for the report");
-                },
-            ));
+        self.results.traced = tokio::runtime::Runtime::new()?.block_on(traced::trace_failures(
+            &self.results,
+            &self.here,
+            runs,
+            self.patience.timeout,
+            |scenario, proxier, probe| {
+                eprintln!("tracing {scenario} × {proxier}: probe {probe}, for the report");
+            },
+        ));
         self.results.elapsed += started.elapsed();
         Ok(())
     }

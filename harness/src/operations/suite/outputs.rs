@@ -2,8 +2,8 @@
 //! the judgement against a baseline, the observation documents, JUnit, JSON and the report,
 //! and one exit status that every one of them agrees with.
 
-use crate::baseline::{Checks, Comparison};
 use crate::output_paths::{Output, OutputKind};
+use crate::report::baseline::{Checks, Comparison};
 use crate::report::document::Format;
 use crate::report::Results;
 use anyhow::Result;
@@ -108,7 +108,7 @@ impl Outputs {
 /// accepts are marked in `results` so JUnit skips them.
 fn judge(results: &mut Results, path: &Path, before: &Checks) -> Result<Comparison> {
     let now = Checks::from_json(&crate::report::json::json(results)?, "this run")?;
-    let comparison = crate::baseline::compare(before, &now);
+    let comparison = crate::report::baseline::compare(before, &now);
     println!(
         "\nagainst the baseline {}:\n{}",
         path.display(),

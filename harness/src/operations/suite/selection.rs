@@ -100,7 +100,9 @@ pub fn jobs<'a>(
 
 /// What a run needs of the kernel: its scenario's needs, and IP_VS for an IPVS proxier.
 pub fn kernel_needs(job: &Job<'_>) -> BTreeSet<Feature> {
-    let mut needs: BTreeSet<_> = job.scenario.kernel_needs().into_iter().collect();
+    let mut needs: BTreeSet<_> = crate::kernel_features::needed_by(job.scenario)
+        .into_iter()
+        .collect();
     if crate::proxier::needs_ipvs(&job.proxier.spec()) {
         needs.extend([Feature::IpVs, Feature::Dummy]);
     }

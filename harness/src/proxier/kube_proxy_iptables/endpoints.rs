@@ -3,8 +3,8 @@
 //! precomputed `KUBE-SEP-` chain name (`endpointInfo` in pkg/proxy/iptables/proxier.go).
 
 use super::names::endpoint_chain;
-use crate::cluster::{EndpointInfo, NodeContext, ServicePortInfo};
 use crate::proxier::endpoints::{categorize, endpoint_key, endpoints_map_entry, PolicyUse};
+use crate::scenario::cluster::{EndpointInfo, NodeContext, ServicePortInfo};
 
 /// One endpoint with its `KUBE-SEP-` chain.
 #[derive(Debug, Clone, PartialEq, Eq)]

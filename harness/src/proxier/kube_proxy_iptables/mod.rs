@@ -79,10 +79,10 @@ mod service;
 #[cfg(test)]
 mod tests;
 
-use crate::cluster::{ClusterState, NodeContext};
 use crate::programming::{ChainDecl, Programming, RestoreMode, Table, TableRules};
 use crate::proxier::node_port_addresses::NodePortAddresses;
 use crate::proxier::{conntrack_cleanup, Proxier, Resync};
+use crate::scenario::cluster::{ClusterState, NodeContext};
 use crate::scenario::IpCidr;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -283,7 +283,10 @@ fn unchanged_services(
     previous: &ClusterState,
     current: &ClusterState,
 ) -> BTreeSet<(String, String)> {
-    let ports = |c: &ClusterState, ns: &str, name: &str| -> Vec<crate::cluster::ServicePortInfo> {
+    let ports = |c: &ClusterState,
+                 ns: &str,
+                 name: &str|
+     -> Vec<crate::scenario::cluster::ServicePortInfo> {
         c.service_ports
             .iter()
             .filter(|sp| sp.namespace == ns && sp.name == name)

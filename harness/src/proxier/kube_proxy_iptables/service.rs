@@ -8,8 +8,8 @@ use super::{
     Buffers, Config, KUBE_EXTERNAL_SERVICES, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL,
     KUBE_SERVICES,
 };
-use crate::cluster::{NodeContext, ServicePortInfo};
 use crate::proxier::endpoints::PolicyUse;
+use crate::scenario::cluster::{NodeContext, ServicePortInfo};
 use crate::scenario::ServiceType;
 
 /// Everything about one service port the rule writers need, computed up front as the top of

@@ -4,8 +4,8 @@
 use super::names::{endpoint_chain, ServiceChains};
 use super::service::probability;
 use super::*;
-use crate::cluster::{EndpointInfo, ServicePortInfo};
 use crate::proxier::sha256_base32::base32_std;
+use crate::scenario::cluster::{EndpointInfo, ServicePortInfo};
 use crate::scenario::{Protocol, ServiceType};
 use std::net::Ipv4Addr;
 

@@ -2,9 +2,9 @@
 //! (`crate::proxier::endpoints`, pkg/proxy/topology.go) plus the local/cluster choice of
 //! `syncEndpoint` in pkg/proxy/ipvs/proxier.go.
 
-use crate::cluster::{EndpointInfo, NodeContext, ServicePortInfo};
 pub(super) use crate::proxier::endpoints::Categorized;
 use crate::proxier::endpoints::{self, PolicyUse};
+use crate::scenario::cluster::{EndpointInfo, NodeContext, ServicePortInfo};
 use ipvs_genl::{Destination, ForwardMethod, TunnelType};
 use std::collections::BTreeSet;
 use std::net::IpAddr;

@@ -57,10 +57,10 @@ mod netns_tests;
 #[cfg(test)]
 mod tests;
 
-use crate::cluster::{ClusterState, NodeContext, ServicePortInfo};
 use crate::programming::{Programming, RestoreMode, VirtualServer};
 use crate::proxier::node_port_addresses::NodePortAddresses;
 use crate::proxier::{conntrack_cleanup, Proxier, Resync};
+use crate::scenario::cluster::{ClusterState, NodeContext, ServicePortInfo};
 use crate::scenario::{IpFamily, ServiceType};
 use ipsets::IpSets;
 use ipvs_genl::{ServiceKey, Timeouts};

@@ -4,8 +4,8 @@
 use super::endpoints::{self, Categorized};
 use super::ipsets::{self, SetName};
 use super::{Config, LbNoNodeAccess, SyncState};
-use crate::cluster::{NodeContext, ServicePortInfo};
 use crate::programming::VirtualServer;
+use crate::scenario::cluster::{NodeContext, ServicePortInfo};
 use crate::scenario::Protocol;
 use ipvs_genl::{Service, ServiceFlags, ServiceKey};
 use std::collections::BTreeSet;

@@ -6,10 +6,12 @@
 //! by name across nat and filter; [`chain`] mirrors that.
 
 use super::KubeProxyIpvs;
-use crate::cluster::{ClusterState, EndpointInfo, NodeContext, NodeInfo, ServicePortInfo};
 use crate::programming::{IpSetType, Programming, Table, VirtualServer};
 use crate::proxier::test_cluster::{self, cidr, ip, With};
 use crate::proxier::Proxier;
+use crate::scenario::cluster::{
+    ClusterState, EndpointInfo, NodeContext, NodeInfo, ServicePortInfo,
+};
 use crate::scenario::{IpFamily, Protocol, ProxierOptions, ServiceType};
 use ipvs_genl::{ForwardMethod, ServiceFlags, ServiceKey};
 use std::collections::BTreeMap;

@@ -45,11 +45,11 @@ mod service;
 #[cfg(test)]
 mod tests;
 
-use crate::cluster::{ClusterState, NodeContext};
 use crate::programming::nft::NftScript;
 use crate::programming::Programming;
 use crate::proxier::node_port_addresses::NodePortAddresses;
 use crate::proxier::{conntrack_cleanup, Proxier, Resync};
+use crate::scenario::cluster::{ClusterState, NodeContext};
 use crate::scenario::{IpCidr, IpFamily, NodePortAddress};
 use std::collections::BTreeSet;
 use std::net::IpAddr;

@@ -7,8 +7,8 @@ use super::{
     Config, Tx, CLUSTER_IPS_SET, FIREWALL_IPS_MAP, MARK_MASQ_CHAIN, NO_ENDPOINT_NODE_PORTS_MAP,
     NO_ENDPOINT_SERVICES_MAP, REJECT_CHAIN, SERVICE_IPS_MAP, SERVICE_NODE_PORTS_MAP,
 };
-use crate::cluster::{EndpointInfo, NodeContext, ServicePortInfo};
 use crate::proxier::endpoints::{categorize, endpoints_map_entry, PolicyUse};
+use crate::scenario::cluster::{EndpointInfo, NodeContext, ServicePortInfo};
 use crate::scenario::ServiceType;
 use std::collections::BTreeSet;
 

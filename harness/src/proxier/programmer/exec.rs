@@ -1,9 +1,9 @@
 //! An `exec:` program syncs a node itself, or prints what the harness applies.
 
 use super::{applier, summarize_effective, NodeProgrammer, NodeSummary, RunProgrammer};
-use crate::cluster::{ClusterState, NodeContext};
 use crate::proxier::exec::{input_for, step_input_for, ExecProxier, NodeSync};
 use crate::proxier::Resync;
+use crate::scenario::cluster::{ClusterState, NodeContext};
 use crate::scenario::Scenario;
 use crate::topology::NodeNs;
 use anyhow::{Context, Result};

@@ -17,8 +17,8 @@ pub use summary::NodeSummary;
 pub(crate) use summary::{summarize, summarize_effective};
 
 use super::Resync;
-use crate::cluster::{ClusterState, NodeContext};
-use crate::programming::{Applier, ApplyOptions};
+use crate::programming::Applier;
+use crate::scenario::cluster::{ClusterState, NodeContext};
 use crate::scenario::Scenario;
 use crate::topology::NodeNs;
 use anyhow::{Context, Result};
@@ -186,5 +186,5 @@ pub trait RunProgrammer {
 
 /// The applier settings an external proxier's output is applied with.
 fn applier() -> Result<Applier> {
-    Ok(Applier::new(ApplyOptions::for_running_kernel()?))
+    Ok(Applier::new(crate::kernel_features::apply_options()?))
 }

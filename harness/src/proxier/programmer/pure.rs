@@ -1,8 +1,8 @@
 //! A pure [`Proxier`]: the harness computes each family's programming and applies it.
 
 use super::{summarize, NodeProgrammer, NodeSummary, RunProgrammer};
-use crate::cluster::{ClusterState, NodeContext};
 use crate::proxier::{families, Proxier, Resync};
+use crate::scenario::cluster::{ClusterState, NodeContext};
 use crate::scenario::Scenario;
 use crate::topology::NodeNs;
 use anyhow::{Context, Result};

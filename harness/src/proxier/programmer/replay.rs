@@ -1,9 +1,9 @@
 //! A `replay:` capture: what a real node held, made to hold again.
 
 use super::{applier, summarize_effective, NodeProgrammer, NodeSummary, RunProgrammer};
-use crate::cluster::{ClusterState, NodeContext};
 use crate::proxier::replay::Replay;
 use crate::proxier::Resync;
+use crate::scenario::cluster::{ClusterState, NodeContext};
 use crate::scenario::{self, Scenario};
 use crate::topology::NodeNs;
 use anyhow::{Context, Result};

@@ -12,7 +12,6 @@
 //! - `--judged-as=NAME`: whose `expectFor` expectations judge it (by default its label).
 //! - Placeholders in COMMAND and ARGS, each replaced per node: [`PLACEHOLDERS`].
 
-use crate::proxier::programmer::{NodeProgrammer, RunProgrammer};
 use crate::scenario::{IpFamily, Scenario};
 use crate::topology::NodeNs;
 use anyhow::{bail, Context, Result};
@@ -50,7 +49,7 @@ pub const PLACEHOLDERS: &[(&str, &str)] = &[
 /// An API-watching proxier given by its command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiProxier {
-    spec: String,
+    pub(super) spec: String,
     /// The program and its arguments, placeholders unexpanded.
     pub command: Vec<String>,
     pub sync_metric: String,
@@ -189,7 +188,7 @@ impl ApiProxier {
 
 /// The `proxier:` fields of a scenario that differ from their defaults, as the scenario spells
 /// them.
-fn options_set(options: &crate::scenario::ProxierOptions) -> Vec<String> {
+pub(super) fn options_set(options: &crate::scenario::ProxierOptions) -> Vec<String> {
     let (Ok(serde_json::Value::Object(set)), Ok(serde_json::Value::Object(default))) = (
         serde_json::to_value(options),
         serde_json::to_value(crate::scenario::ProxierOptions::default()),
@@ -219,44 +218,10 @@ fn unknown_placeholders(word: &str) -> Vec<String> {
     out
 }
 
-impl NodeProgrammer for ApiProxier {
-    fn label(&self) -> String {
-        self.spec.clone()
-    }
-
-    /// Sets: nothing says how an unknown proxier picks backends.
-    fn random_choice(&self) -> bool {
-        true
-    }
-
-    fn expectations_of(&self) -> String {
-        self.judged_as.clone().unwrap_or_else(|| self.label())
-    }
-
-    /// A scenario that sets proxier options: an `api:` proxier is told only what its command
-    /// line's placeholders say, so it would be judged on settings it never had.
-    fn scenario_problem(&self, scenario: &Scenario) -> Option<String> {
-        let set = options_set(&scenario.proxier);
-        (!set.is_empty()).then(|| {
-            format!(
-                "the scenario sets proxier options an `api:` proxier is not told of ({}): give \
-                 them on its command line and run the scenario with them removed",
-                set.join(", ")
-            )
-        })
-    }
-
-    fn begin<'a>(&'a self, scenario: &Scenario) -> Result<Box<dyn RunProgrammer + 'a>> {
-        Ok(Box::new(super::session::RealRun::start(
-            super::session::Program::Api(self),
-            scenario,
-        )?))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proxier::programmer::NodeProgrammer;
 
     #[test]
     fn every_problem_of_a_spec_is_named_at_once() {

@@ -12,6 +12,7 @@ pub mod config;
 mod counter;
 mod metrics;
 pub mod process;
+mod programmer;
 mod publisher;
 pub(crate) mod session;
 mod sync;
@@ -19,8 +20,6 @@ mod sync;
 pub use api::ApiProxier;
 pub use config::Mode;
 
-use crate::proxier::programmer::{NodeProgrammer, RunProgrammer};
-use crate::scenario::Scenario;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -173,34 +172,5 @@ fn timeout_from_env() -> Result<Duration> {
             Ok(s) if s >= 1 => Ok(Duration::from_secs(s)),
             _ => bail!("{TIMEOUT_VARIABLE}=`{v}`: expected whole seconds, at least 1"),
         },
-    }
-}
-
-impl NodeProgrammer for RealProxier {
-    fn label(&self) -> String {
-        self.spec.clone()
-    }
-
-    /// Sets, not sequences, in every mode: iptables and nftables pick backends at random, and
-    /// IPVS mode's round robin follows the order kube-proxy added the real servers in, which
-    /// is a Go map's (random) order.
-    fn random_choice(&self) -> bool {
-        true
-    }
-
-    fn expectations_of(&self) -> String {
-        self.mode.builtin().to_string()
-    }
-
-    fn scenario_problem(&self, scenario: &Scenario) -> Option<String> {
-        let problems = config::unexpressible(self.mode, &scenario.proxier);
-        (!problems.is_empty()).then(|| problems.join("; "))
-    }
-
-    fn begin<'a>(&'a self, scenario: &Scenario) -> Result<Box<dyn RunProgrammer + 'a>> {
-        Ok(Box::new(session::RealRun::start(
-            session::Program::KubeProxy(self),
-            scenario,
-        )?))
     }
 }

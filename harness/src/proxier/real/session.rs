@@ -10,11 +10,11 @@ use super::publisher::{cluster_families, family_label, Publisher};
 use super::sync::SyncWatch;
 use super::RealProxier;
 use crate::apiserver::{self, Publication};
-use crate::cluster::{ClusterState, NodeContext};
+use crate::netns::scratch::ScratchDir;
 use crate::proxier::programmer::{summarize_effective, NodeSummary, RunProgrammer};
 use crate::proxier::Resync;
+use crate::scenario::cluster::{ClusterState, NodeContext};
 use crate::scenario::{IpCidr, Scenario};
-use crate::scratch::ScratchDir;
 use crate::topology::NodeNs;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
@@ -349,7 +349,7 @@ impl RunProgrammer for RealRun<'_> {
         self.process_of(&node.name)?;
         let deadline = std::time::Instant::now() + DRAINED_DELETION;
         while std::time::Instant::now() < deadline {
-            let table = crate::run::ipvs_table(node)?;
+            let table = crate::ipvs_connections::ipvs_table(node)?;
             if crate::draining::drained_lines(&table).is_empty() {
                 break;
             }

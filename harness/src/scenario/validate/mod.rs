@@ -9,7 +9,7 @@ use super::model::{
     Protocol, Scenario, Service, ServicePort, ServiceType, SessionAffinity, TargetPort,
     TrafficPolicy, Via,
 };
-use crate::proxier::BUILTIN;
+use crate::builtins::BUILTINS;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
@@ -92,14 +92,14 @@ pub enum KnownProxiers<'a> {
 
 impl KnownProxiers<'_> {
     fn problem(&self, key: &str) -> Option<String> {
-        if BUILTIN.contains(&key) {
+        if BUILTINS.iter().any(|b| b.name == key) {
             return None;
         }
         let external = ["exec:", "replay:"].iter().any(|p| {
             key.strip_prefix(p)
                 .is_some_and(|rest| !rest.trim().is_empty())
         });
-        let builtins = BUILTIN.join(", ");
+        let builtins = BUILTINS.map(|b| b.name).join(", ");
         match self {
             KnownProxiers::Any if external => None,
             KnownProxiers::Any => Some(format!(

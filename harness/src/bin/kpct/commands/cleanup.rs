@@ -23,7 +23,7 @@ pub fn run(Args { all }: Args) -> Result<()> {
     for name in &names {
         println!("removed {name}");
     }
-    for dir in kpct::scratch::leftovers()? {
+    for dir in kpct::netns::scratch::leftovers()? {
         std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
         println!("removed {}", dir.display());
     }

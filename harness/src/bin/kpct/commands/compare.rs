@@ -14,9 +14,9 @@ pub struct Args {
 /// Prints, scenario by scenario, every check that regressed, was fixed, still fails, is new,
 /// is gone or observed something else; exits 1 when something regressed or a new check fails.
 pub fn run(args: Args) -> Result<()> {
-    let old = kpct::baseline::Checks::read(&args.old)?;
-    let new = kpct::baseline::Checks::read(&args.new)?;
-    let comparison = kpct::baseline::compare(&old, &new);
+    let old = kpct::report::baseline::Checks::read(&args.old)?;
+    let new = kpct::report::baseline::Checks::read(&args.new)?;
+    let comparison = kpct::report::baseline::compare(&old, &new);
     print!("{}", comparison.render());
     if comparison.fails() {
         std::process::exit(1);

@@ -91,7 +91,7 @@ pub fn run(args: Args) -> Result<()> {
 fn programming_of(
     spec: &str,
     s: &kpct::scenario::Scenario,
-    cluster: &kpct::cluster::ClusterState,
+    cluster: &kpct::scenario::cluster::ClusterState,
     node: &str,
 ) -> Result<kpct::programming::Programming> {
     if spec.starts_with("replay:") {
@@ -124,7 +124,7 @@ fn exec_programming(
     let staged = runtime
         .block_on(kpct::run::stage(s, proxier.as_ref()))
         .with_context(|| format!("programming the nodes of {} with {spec}", s.name))?;
-    let dir = kpct::scratch::ScratchDir::new("program")?;
+    let dir = kpct::netns::scratch::ScratchDir::new("program")?;
     let replay = kpct::proxier::replay::Replay::new(dir.path());
     let mut out = std::collections::BTreeMap::new();
     for name in nodes {

@@ -101,7 +101,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     outputs.check()?;
     let baseline = match &args.baseline {
-        Some(path) => Some((path.clone(), kpct::baseline::Checks::read(path)?)),
+        Some(path) => Some((path.clone(), kpct::report::baseline::Checks::read(path)?)),
         None => None,
     };
     let names = proxiers::or_builtins(&args.proxiers);

@@ -28,7 +28,7 @@ pub fn run(args: Args) -> Result<()> {
         proxiers::ensure_ipvs("run it through `sudo ci/kpct.sh trace …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
     }
     let rt = tokio::runtime::Runtime::new()?;
-    let trace = rt.block_on(kpct::operations::trace::trace(
+    let trace = rt.block_on(kpct::trace::trace(
         &s,
         args.step,
         &args.probe,

@@ -1,6 +1,7 @@
 // The built-in reference proxiers: the one list of them. `harness/build.rs` includes this file
 // (it depends on nothing) to generate each scenario's tests against each built-in, so a
-// built-in added here gets its tests and goldens; [`super::builtin`] builds it by name.
+// built-in added here gets its tests and goldens; `proxier::builtin` builds it by name, and the
+// scenario validator knows the names `expectFor` may use without a run.
 
 /// A built-in reference proxier.
 pub struct Builtin {

@@ -29,7 +29,8 @@ impl ScratchDir {
             crate::netns::naming::owner_prefix(std::process::id()),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
-        crate::netns::install_signal_cleanup();
+        static ON_SIGNAL: std::sync::Once = std::sync::Once::new();
+        ON_SIGNAL.call_once(|| crate::netns::also_on_signal(remove_live));
         live().push(path.clone());
         std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
         Ok(ScratchDir(path))
@@ -48,7 +49,7 @@ impl Drop for ScratchDir {
 }
 
 /// Removes every directory of this process not dropped yet (the signal handler's part).
-pub(crate) fn remove_live() {
+fn remove_live() {
     for path in std::mem::take(&mut *live()) {
         let _ = std::fs::remove_dir_all(path);
     }

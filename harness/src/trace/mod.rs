@@ -427,7 +427,7 @@ impl fmt::Display for Trace {
         writeln!(f, "probe: {} -> {}", obs.from, obs.to)?;
         for shot in &obs.shots {
             // Spelled as scenario files and every other output spell it (`delivered`).
-            let mut outcome = crate::report::spelled(shot.verdict);
+            let mut outcome = crate::observe::spelled(shot.verdict);
             if let Some(b) = &shot.backend {
                 let _ = write!(outcome, " to {b}");
             }
