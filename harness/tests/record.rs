@@ -9,7 +9,8 @@ fn kpct_record(args: &[&str]) -> Output {
 }
 
 /// A scenario whose golden already says what it observes records nothing; a new one gets a
-/// pending snapshot in insta's format, with the observation the scenario test would record.
+/// pending snapshot in insta's format, with the observation the scenario test would record, in
+/// the top-level snapshots/ where `cargo insta review` finds it.
 #[test]
 fn records_pending_snapshots_only_for_what_changed() {
     let same = kpct_record(&[
@@ -38,10 +39,21 @@ fn records_pending_snapshots_only_for_what_changed() {
     let new = kpct_record(&["--proxier", "kube-proxy-iptables", file.to_str().unwrap()]);
     let pending = repo.join(format!("snapshots/{name}@kube-proxy-iptables.snap.new"));
     let written = std::fs::read_to_string(&pending);
+    // What `cargo insta review` walks through: the pending snapshot in the top-level snapshots/.
+    let listed = std::process::Command::new("cargo")
+        .args(["insta", "pending-snapshots"])
+        .current_dir(repo)
+        .output();
     let _ = std::fs::remove_file(&pending);
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(new.status.success(), "{new:?}");
     let written = written.expect("a pending snapshot");
+    let listed = listed.expect("cargo runs (cargo-insta comes from ci/install-deps.sh)");
+    assert!(
+        String::from_utf8_lossy(&listed.stdout)
+            .contains(&format!("snapshots/{name}@kube-proxy-iptables.snap")),
+        "`cargo insta pending-snapshots` did not list the recorded snapshot: {listed:?}"
+    );
     let golden =
         std::fs::read_to_string(repo.join("snapshots/clusterip-udp@kube-proxy-iptables.snap"))
             .unwrap();
