@@ -549,6 +549,47 @@ fn needs_ipvs_failure_at_ipvs_rolls_everything_back() {
     fails_and_rolls_back(&ns, &bad, None, Step::Ipvs);
 }
 
+/// `--clear` alone asks nothing of a kernel without IP_VS (kube-proxy's nftables mode skips its
+/// IPVS clean-up where `modprobe ip_vs` fails), and of a node with no IPVS service.
+#[test]
+fn a_clear_alone_applies_anywhere() {
+    let ns = netns("ipvs-clear");
+    let p = Programming {
+        ipvs_clear: true,
+        ..Programming::default()
+    };
+    applier().apply(&ns, "node-a", &p, None).expect("apply");
+    assert_eq!(read(&ns, &p).diff_against(&p), vec![]);
+}
+
+/// `--clear` deletes every service it does not list, a foreign fwmark one too, as `ipvs.Flush()`
+/// does; a failure in the same section puts the table back.
+#[test]
+fn needs_ipvs_clear_deletes_every_other_service() {
+    kernel_features::require_ipvs();
+    let ns = netns("ipvs-clear-others");
+    applier()
+        .apply(&ns, "node-a", &hand_made_ipvs(), None)
+        .expect("apply");
+    ns.exec("ipvsadm", &["-A", "-f", "7", "-s", "rr"])
+        .expect("a foreign fwmark service");
+    let mut p = Programming {
+        ipvs_clear: true,
+        ..Programming::default()
+    };
+    p.ipvs.push(hand_made_ipvs().ipvs.remove(0));
+    let mut bad = p.clone();
+    bad.ipvs[0].service.scheduler = "no-such-scheduler".into();
+    fails_and_rolls_back(&ns, &bad, None, Step::Ipvs);
+    let before = read(&ns, &p);
+    assert!(before.diff_against(&p).len() >= 3, "{before}");
+    applier().apply(&ns, "node-a", &p, None).expect("clear");
+    let after = read(&ns, &p);
+    assert_eq!(after.diff_against(&p), vec![], "{after}");
+    let table = after.ipvs.as_ref().expect("IPVS table read");
+    assert_eq!(table.servers.len(), 1, "{after}");
+}
+
 /// `ipvsadm --set` as a programming: applied, read back by our client as ipvsadm reads it, a 0
 /// keeping the kernel's value; a programming of timeouts alone leaves the table alone.
 #[test]

@@ -7,10 +7,11 @@ mod common;
 use common::{
     block_health_checks, drop_invalid_rule, drop_postrouting_masquerade, drop_sctp, ignore_ipv6,
     invalid_dropped_anyway, ipv6_endpoint_swapped, ipv6_real_servers_on_wrong_port,
-    keep_stale_chains, keep_stale_virtual_servers, leave_kube_ipvs0_when_nothing_is_bound,
-    nft_drop_invalid, nft_localhost_node_ports, no_cluster_ips_reject, no_graceful_termination,
-    no_ipv6_masquerade, pin_one_backend, reverse_real_servers, skip_conntrack_cleanup,
-    unbind_ipv6_service_addresses, weigh_one_real_server, Mutated,
+    keep_foreign_ipvs_services, keep_stale_chains, keep_stale_virtual_servers,
+    leave_kube_ipvs0_when_nothing_is_bound, nft_drop_invalid, nft_localhost_node_ports,
+    no_cluster_ips_reject, no_graceful_termination, no_ipv6_masquerade, pin_one_backend,
+    reverse_real_servers, skip_conntrack_cleanup, unbind_ipv6_service_addresses,
+    weigh_one_real_server, Mutated,
 };
 use kpct::kernel_features::require_ipvs;
 use kpct::probe::probe_timeout;
@@ -695,6 +696,22 @@ async fn mutation_is_caught(
             run.violations
         );
     }
+}
+
+/// A proxier in nftables mode that leaves another load balancer's IPVS services alone fails
+/// `ipvs-existing-exclude-cidrs`: the real binary flushes them when it starts (the scenario's
+/// header says where), so both of them answer where they must not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_ipvs_leaving_foreign_ipvs_services_is_caught_in_nftables_mode() {
+    require_ipvs();
+    mutation_is_caught(
+        "ipvs-existing-exclude-cidrs.yaml",
+        "kube-proxy-nftables",
+        keep_foreign_ipvs_services,
+        &["external-to-excluded-service", "external-to-other-service"],
+        "expected outcome rejected, observed delivered",
+    )
+    .await;
 }
 
 /// `answeredByNode` on a healthCheckNodePort fails for a proxier that blocks it.

@@ -28,7 +28,7 @@ use super::rollback::{self, Before};
 use super::rule_key::rule_key;
 use super::source::{Item, Origin, SourceMap};
 pub use super::step::Step;
-use super::step::{open_ipvs, StepError};
+use super::step::{open_ipvs_for, StepError};
 use super::text::{
     render_conntrack_line, render_delete_others, render_destination_line, render_service_line,
     render_table, render_timeouts,
@@ -235,12 +235,7 @@ impl Applier {
                 (Step::Iptables, !p.iptables.is_empty()),
                 (Step::Ip6tables, !p.ip6tables.is_empty()),
                 (Step::Nft, !p.nft.is_empty()),
-                (
-                    Step::Ipvs,
-                    !p.ipvs.is_empty()
-                        || p.ipvs_timeouts.is_some()
-                        || !p.ipvs_delete_others.is_empty(),
-                ),
+                (Step::Ipvs, p.touches_ipvs()),
                 (Step::Conntrack, !p.conntrack_cleanup.is_empty()),
             ];
             for (step, needed) in steps {
@@ -597,7 +592,9 @@ fn apply_conntrack(ns: &Netns, p: &Programming) -> Result<usize, StepError> {
 }
 
 fn apply_ipvs(ns: &Netns, p: &Programming) -> Result<(), StepError> {
-    let mut handle = open_ipvs(ns)?;
+    let Some(mut handle) = open_ipvs_for(ns, p)? else {
+        return Ok(());
+    };
     if let Some(t) = &p.ipvs_timeouts {
         handle.set_timeouts(t).map_err(|e| StepError {
             input: Some(format!("IPVS `{}`", render_timeouts(t))),
@@ -662,24 +659,31 @@ fn apply_ipvs(ns: &Netns, p: &Programming) -> Result<(), StepError> {
         .iter()
         .filter(|(s, _)| pruned_by(p, &s.service.key))
     {
-        let ServiceKey::Addr { addr, .. } = other.service.key else {
-            continue;
+        // The line that deletes it: `--clear`, else its family's `--delete-others`.
+        let (line, item) = match other.service.key {
+            _ if p.ipvs_clear => ("--clear".to_string(), Item::IpvsClear),
+            ServiceKey::Addr { addr, .. } => {
+                let family = IpFamily::of(addr);
+                let keep = p
+                    .ipvs_delete_others
+                    .get(&family)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                (
+                    render_delete_others(family, keep),
+                    Item::IpvsDeleteOthers(family),
+                )
+            }
+            ServiceKey::FwMark { .. } => continue,
         };
-        let family = IpFamily::of(addr);
-        let keep = p
-            .ipvs_delete_others
-            .get(&family)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
         handle
             .delete_service(&other.service.key)
             .map_err(|e| StepError {
                 input: Some(format!(
-                    "IPVS `{}` deleting `{}`",
-                    render_delete_others(family, keep),
+                    "IPVS `{line}` deleting `{}`",
                     render_service_line(&other.service).trim()
                 )),
-                item: Some(Item::IpvsDeleteOthers(family)),
+                item: Some(item),
                 message: e.to_string(),
             })?;
     }

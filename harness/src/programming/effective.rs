@@ -505,11 +505,14 @@ impl EffectiveState {
     }
 
     fn diff_ipvs(&self, p: &Programming, missing: &mut Vec<Missing>) {
-        if p.ipvs.is_empty() && p.ipvs_timeouts.is_none() && p.ipvs_delete_others.is_empty() {
+        if !p.touches_ipvs() {
             return;
         }
         let Some(table) = &self.ipvs else {
-            missing.push(Missing::Ipvs);
+            // A kernel without IP_VS holds nothing a clear would delete.
+            if !p.only_clears_ipvs() {
+                missing.push(Missing::Ipvs);
+            }
             return;
         };
         for other in table

@@ -182,6 +182,13 @@ pub struct Programming {
     /// `cleanLegacyService` does on every sync of each family's proxier. Empty leaves other
     /// services alone.
     pub ipvs_delete_others: BTreeMap<IpFamily, Vec<IpCidr>>,
+    /// Delete every virtual service of the node not in `ipvs` (both families, fwmark ones too),
+    /// where the kernel has IP_VS; on a kernel without it there is nothing to delete. kube-proxy's
+    /// nftables mode does it once when it starts: `platformCleanup` cleans up after the modes
+    /// that are not its own (cmd/kube-proxy/app/server_linux.go), and `ipvs.CleanupLeftovers`
+    /// begins with `ipvs.Flush()` (pkg/proxy/ipvs/cleanup.go). kpct applies it at every sync; a
+    /// foreign service exists only before the first (`existingIPVS`).
+    pub ipvs_clear: bool,
     /// An `nft -f` script, applied as one transaction after the iptables rules (kube-proxy's
     /// nftables mode writes all its state this way).
     pub nft: super::nft::NftScript,
@@ -191,6 +198,22 @@ pub struct Programming {
 }
 
 impl Programming {
+    /// Whether applying it writes to IPVS at all.
+    pub fn touches_ipvs(&self) -> bool {
+        !self.ipvs.is_empty()
+            || self.ipvs_timeouts.is_some()
+            || !self.ipvs_delete_others.is_empty()
+            || self.ipvs_clear
+    }
+
+    /// Whether all it asks of IPVS is `ipvs_clear`, which a kernel without IP_VS has done.
+    pub fn only_clears_ipvs(&self) -> bool {
+        self.ipvs_clear
+            && self.ipvs.is_empty()
+            && self.ipvs_timeouts.is_none()
+            && self.ipvs_delete_others.is_empty()
+    }
+
     /// The addresses bound on `kube-ipvs0`; none when the device is not wanted.
     pub fn kube_ipvs0_addresses(&self) -> &[IpAddr] {
         self.ipvs_addresses.as_deref().unwrap_or_default()
@@ -205,15 +228,19 @@ impl Programming {
     }
 }
 
-/// Whether `ipvs_delete_others` removes the kernel service `key`: an address service of a
-/// pruned family that `p` does not program and no kept CIDR of that family holds.
+/// Whether `ipvs_clear` or `ipvs_delete_others` removes the kernel service `key`: with
+/// `ipvs_clear` any service `p` does not program, else an address service of a pruned family
+/// that `p` does not program and no kept CIDR of that family holds.
 ///
-/// fwmark services stay. kube-proxy's `toVirtualServer` (pkg/proxy/ipvs/util/ipvs_linux.go)
+/// `ipvs_delete_others` leaves fwmark services. kube-proxy's `toVirtualServer` (pkg/proxy/ipvs/util/ipvs_linux.go)
 /// gives them the zero address of their family, so that family's proxier does try to delete
 /// them, but its request (`toIPVSService` carries no mark) names the address service
 /// `0.0.0.0:0` or `[::]:0`, which does not exist: the kernel answers ESRCH and the service
 /// survives, with an error logged on every sync.
 pub fn pruned_by(p: &Programming, key: &ServiceKey) -> bool {
+    if p.ipvs_clear {
+        return !p.ipvs.iter().any(|vs| vs.service.key == *key);
+    }
     let ServiceKey::Addr { addr, .. } = key else {
         return false;
     };

@@ -2,11 +2,11 @@
 
 use super::kube_ipvs0::{self, DeviceState};
 use super::nft::{self, NftTable};
-use super::step::{open_ipvs, Step, StepError};
+use super::step::{open_ipvs_for, Step, StepError};
 use super::tools::{self, IptablesBackend, Xtables};
 use super::{builtin_chains, Programming, Table};
 use crate::netns::Netns;
-use ipvs_genl::{Destination, IpvsHandle, Service, Timeouts};
+use ipvs_genl::{Destination, Service, Timeouts};
 use std::collections::BTreeSet;
 
 /// What the namespace held before, for the parts the programming touches.
@@ -109,8 +109,11 @@ pub(super) fn record(
         before.nft_tables.push((table.clone(), saved));
     }
     // The IPVS step puts the whole table back, so it is recorded whenever the step runs.
-    if !p.ipvs.is_empty() || p.ipvs_timeouts.is_some() || !p.ipvs_delete_others.is_empty() {
-        let mut handle = open_ipvs(ns).map_err(|e| (Step::Ipvs, e))?;
+    let handle = match p.touches_ipvs() {
+        true => open_ipvs_for(ns, p).map_err(|e| (Step::Ipvs, e))?,
+        false => None,
+    };
+    if let Some(mut handle) = handle {
         if p.ipvs_timeouts.is_some() {
             before.ipvs_timeouts = Some(handle.timeouts().map_err(|e| {
                 (
@@ -152,7 +155,7 @@ pub(super) fn roll_back(
         let result = match step {
             // Deleted conntrack entries cannot be put back; the error says how far it got.
             Step::Conntrack => Ok(()),
-            Step::Ipvs => roll_back_ipvs(ns, before),
+            Step::Ipvs => roll_back_ipvs(ns, p, before),
             Step::Iptables => roll_back_iptables(ns, p, Xtables::Ip, before, backend),
             Step::Ip6tables => roll_back_iptables(ns, p, Xtables::Ip6, before, backend),
             Step::Nft => roll_back_nft(ns, before),
@@ -302,8 +305,11 @@ fn roll_back_ipsets(ns: &Netns, p: &Programming, before: &Before) -> Result<(), 
     }
 }
 
-fn roll_back_ipvs(ns: &Netns, before: &Before) -> Result<(), String> {
-    let mut handle = IpvsHandle::in_netns(ns.path()).map_err(|e| e.to_string())?;
+fn roll_back_ipvs(ns: &Netns, p: &Programming, before: &Before) -> Result<(), String> {
+    // Where only a clear was asked of a kernel without IP_VS, nothing was changed.
+    let Some(mut handle) = open_ipvs_for(ns, p).map_err(|e| e.message)? else {
+        return Ok(());
+    };
     handle.flush().map_err(|e| e.to_string())?;
     ipvs_genl::apply(&mut handle, &before.ipvs).map_err(|e| e.to_string())?;
     if let Some(t) = &before.ipvs_timeouts {

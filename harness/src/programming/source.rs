@@ -53,6 +53,8 @@ pub enum Item {
     IpvsTimeouts,
     /// The `--delete-others` line of one family.
     IpvsDeleteOthers(IpFamily),
+    /// The `--clear` line.
+    IpvsClear,
     ConntrackCleanup {
         index: usize,
     },

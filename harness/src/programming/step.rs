@@ -1,6 +1,7 @@
 //! The steps of an apply, and a step's failure: shared by the applier ([`super::apply`]) and
 //! its rollback ([`super::rollback`]), which undoes the steps started.
 
+use super::model::Programming;
 use super::source::Item;
 use crate::netns::Netns;
 use ipvs_genl::IpvsHandle;
@@ -51,8 +52,14 @@ impl StepError {
     }
 }
 
-/// A handle on the IPVS of `ns`, its failure as a step's.
-pub(crate) fn open_ipvs(ns: &Netns) -> Result<IpvsHandle, StepError> {
-    IpvsHandle::in_netns(ns.path())
-        .map_err(|e| StepError::plain(format!("opening IPVS in namespace {}: {e}", ns.name())))
+/// A handle on the IPVS of `ns` for applying `p`, its failure as a step's; `None` where the
+/// kernel has no IP_VS and `p` only clears it ([`Programming::only_clears_ipvs`]), which leaves
+/// nothing to do.
+pub(crate) fn open_ipvs_for(ns: &Netns, p: &Programming) -> Result<Option<IpvsHandle>, StepError> {
+    match IpvsHandle::in_netns(ns.path()) {
+        Err(ipvs_genl::Error::FamilyMissing) if p.only_clears_ipvs() => Ok(None),
+        other => other
+            .map(Some)
+            .map_err(|e| StepError::plain(format!("opening IPVS in namespace {}: {e}", ns.name()))),
+    }
 }

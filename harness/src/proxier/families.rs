@@ -127,6 +127,7 @@ fn add_family(into: &mut Programming, v6: Programming) -> Result<()> {
         into.ipvs_timeouts = Some(timeouts);
     }
     into.ipvs.extend(v6.ipvs);
+    into.ipvs_clear |= v6.ipvs_clear;
     for (family, keep) in v6.ipvs_delete_others {
         if into.ipvs_delete_others.insert(family, keep).is_some() {
             bail!("both families' proxiers clean up the IPVS services of {family}");

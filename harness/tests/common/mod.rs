@@ -96,6 +96,13 @@ impl Proxier for Mutated {
     }
 }
 
+/// Leaves the node's other IPVS services alone: nftables mode without its start-up flush.
+pub fn keep_foreign_ipvs_services(p: &mut Programming) -> anyhow::Result<()> {
+    anyhow::ensure!(p.ipvs_clear, "the built-in clears IPVS at its first sync");
+    p.ipvs_clear = false;
+    Ok(())
+}
+
 /// Removes the service MASQUERADE rule of KUBE-POSTROUTING (not the hairpin one), and only it.
 pub fn drop_postrouting_masquerade(p: &mut Programming) -> anyhow::Result<()> {
     let nat = p

@@ -1,10 +1,11 @@
-//! `*ipvs`: `ipvsadm -Sn` lines and the directives kpct adds (timeouts, delete-others).
+//! `*ipvs`: `ipvsadm -Sn` lines and the directives kpct adds (timeouts, delete-others, clear).
 
 use super::*;
 
 /// Parses `ipvsadm -Sn` lines; also used for a replay's `ipvsadm-Sn` file.
-/// The `*ipvs` section: `ipvsadm -Sn` lines, at most one `--set TCP TCPFIN UDP` and at most
-/// one `--delete-others [CIDRs]`.
+/// The `*ipvs` section: `ipvsadm -Sn` lines, at most one `--set TCP TCPFIN UDP`, at most one
+/// `--delete-others [CIDRs]` per family and at most one `--clear` (every other service goes,
+/// where the kernel has IP_VS).
 pub(crate) fn parse_ipvs_body(
     body: &[Line],
     origin: &str,
@@ -13,9 +14,16 @@ pub(crate) fn parse_ipvs_body(
     let (directives, body): (Vec<Line>, Vec<Line>) = body.iter().partition(|(_, l)| {
         matches!(
             l.split_whitespace().next(),
-            Some("--set" | "--delete-others")
+            Some("--set" | "--delete-others" | "--clear")
         )
     });
+    let (clear_lines, directives): (Vec<Line>, Vec<Line>) = directives
+        .into_iter()
+        .partition(|(_, l)| l.split_whitespace().next() == Some("--clear"));
+    let clear = single_directive(&clear_lines, origin, parse_clear)?.is_some();
+    if let Some((lineno, _)) = clear_lines.first() {
+        sources.insert(Item::IpvsClear, at(origin, *lineno));
+    }
     let (delete_lines, set_lines): (Vec<Line>, Vec<Line>) = directives
         .into_iter()
         .partition(|(_, l)| l.starts_with("--delete-others"));
@@ -40,7 +48,19 @@ pub(crate) fn parse_ipvs_body(
         servers: parse_ipvs_servers(&body, origin, sources)?,
         timeouts,
         delete_others,
+        clear,
     })
+}
+
+/// `--clear`, which takes nothing.
+fn parse_clear(line: &str) -> Result<(), String> {
+    match line.split_whitespace().count() {
+        1 => Ok(()),
+        _ => Err(format!(
+            "`{}`: `--clear` takes nothing (it deletes every IPVS service not listed)",
+            crate::quote::quote(line)
+        )),
+    }
 }
 
 /// The value of a directive that may appear once: its lines parsed with `parse`.

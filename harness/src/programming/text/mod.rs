@@ -286,6 +286,7 @@ fn parse_body(
             out.programming.ipvs = section.servers;
             out.programming.ipvs_timeouts = section.timeouts;
             out.programming.ipvs_delete_others = section.delete_others;
+            out.programming.ipvs_clear = section.clear;
         }
         Section::Addresses => {
             out.programming.ipvs_addresses =
@@ -315,6 +316,7 @@ pub(crate) struct IpvsSection {
     pub(crate) servers: Vec<VirtualServer>,
     pub(crate) timeouts: Option<Timeouts>,
     pub(crate) delete_others: BTreeMap<IpFamily, Vec<IpCidr>>,
+    pub(crate) clear: bool,
 }
 
 /// Renders a programming in the text format; [`parse_text`] gives it back unchanged.
@@ -349,8 +351,11 @@ pub fn render_text(p: &Programming) -> String {
         let section = render_table(*table, rules);
         out.push_str(&format!("*ip6:{}", section.trim_start_matches('*')));
     }
-    if !p.ipvs.is_empty() || p.ipvs_timeouts.is_some() || !p.ipvs_delete_others.is_empty() {
+    if p.touches_ipvs() {
         out.push_str("*ipvs\n");
+        if p.ipvs_clear {
+            out.push_str("--clear\n");
+        }
         if let Some(t) = &p.ipvs_timeouts {
             let _ = writeln!(out, "{}", render_timeouts(t));
         }

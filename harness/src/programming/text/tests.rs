@@ -176,6 +176,30 @@ fn delete_others_round_trips_and_is_checked() {
 }
 
 #[test]
+fn clear_round_trips_and_is_checked() {
+    let mut p = Programming {
+        ipvs_clear: true,
+        ..Programming::default()
+    };
+    assert_eq!(render_text(&p), "*ipvs\n--clear\nCOMMIT\n");
+    assert_eq!(parse_text(&render_text(&p), "t").unwrap(), p);
+    p = sample();
+    p.ipvs_clear = true;
+    assert_eq!(parse_text(&render_text(&p), "t").unwrap(), p);
+    let parsed =
+        parse_text_with_sources("*ipvs\n-A -t 10.96.0.10:80 -s rr\n--clear\nCOMMIT\n", "t")
+            .unwrap();
+    assert_eq!(
+        parsed.sources.get(&Item::IpvsClear).map(|o| o.line),
+        Some(3)
+    );
+    refused_in_ipvs_section(&[
+        ("--clear all", "`--clear` takes nothing"),
+        ("--clear\n--clear", "`--clear` appears twice"),
+    ]);
+}
+
+#[test]
 fn records_origins() {
     let text = render_text(&sample());
     let parsed = parse_text_with_sources(&text, "out").unwrap();

@@ -410,6 +410,11 @@ fn sync(
         conntrack_cleanup: conntrack_cleanup::after_sync(resync.and_then(|r| r.previous), cluster),
         // `platformSetup`'s: nftables mode writes no `ct state invalid drop` either way.
         sysctls: super::conntrack_sysctls::of(&cluster.options),
+        // A kube-proxy starting in nftables mode first cleans up after the other modes
+        // (`platformCleanup`, cmd/kube-proxy/app/server_linux.go), and IPVS mode's cleanup
+        // begins with `ipvs.Flush()` (pkg/proxy/ipvs/cleanup.go): every IPVS service of the
+        // node goes, another load balancer's too. Only when it starts: first sync, restart.
+        ipvs_clear: resync.is_none_or(|r| r.previous.is_none()),
         ..Programming::default()
     })
 }
