@@ -32,11 +32,11 @@ fn modules(stem: &str) -> Vec<(String, &'static str, &'static str)> {
 }
 
 /// The real kube-proxy versions `ci/real-proxiers.sh` can build, each run against the library
-/// in iptables and nftables mode (natively; in the VM where a scenario needs IP_VS or SCTP, for
-/// the newest only, the emulated VM being dear) and in IPVS mode (in the VM). Only the newest is in the CI set of
-/// `ci/real-proxiers.sh`: each cold Go build costs 5-7 of CI's 40 minutes. The older ones'
-/// tests are ignored (`ci/real-proxiers.sh --all`, then `cargo test --test real_scenarios --
-/// --ignored`).
+/// in iptables and nftables mode (natively; in the VM where a scenario needs IP_VS or SCTP) and
+/// in IPVS mode (in the VM). Only the newest is in the CI set of `ci/real-proxiers.sh`: each
+/// cold Go build costs 5-7 of CI's 40 minutes. The older ones' tests, and every one in the VM
+/// but [`REAL_IPVS`], are ignored (`ci/real-proxiers.sh --all`, then `cargo test --test
+/// real_scenarios -- --ignored`, or `ci/test.sh --vm -- … --include-ignored`).
 const REAL_VERSIONS: [&str; 2] = ["v1.37.2", "v1.34.4"];
 
 /// The scenarios a real kube-proxy in IPVS mode runs in CI: IPVS mode needs the emulated VM,
@@ -80,14 +80,13 @@ fn real_tests(stem: &str) -> Vec<RealTest> {
                     spec,
                     ignored: !newest,
                 }),
-                Some(prefix) if newest => out.push(RealTest {
+                Some(prefix) => out.push(RealTest {
                     module: format!("{prefix}real_{v}_{mode}"),
                     spec,
                     // Minutes of the emulated VM each (a real first sync under TCG): CI's
                     // real run in the VM is IPVS mode's ([`REAL_IPVS`]).
                     ignored: true,
                 }),
-                Some(_) => {}
             }
         }
         // Every scenario in IPVS mode for every version, so that the whole library runs
