@@ -49,7 +49,8 @@ def code(path):
     return "\n".join(l for l in text.split("\n") if not l.strip().startswith("//"))
 
 
-def edges(depth):
+def file_edges():
+    """Each file's module → the modules its `crate::` and `super::` paths name."""
     mods = sources()
 
     def resolve(parts):
@@ -69,8 +70,18 @@ def edges(depth):
             targets.append(parent + rest.split("::"))
         for parts in targets:
             target = resolve(parts)
-            if target and module[:depth] != target[:depth]:
-                out[module[:depth]].add(target[:depth])
+            if target and target != module:
+                out[module].add(target)
+    return out
+
+
+def at_depth(edges, depth):
+    """The same lines between modules `depth` levels deep (1: the top-level modules)."""
+    out = collections.defaultdict(set)
+    for a, bs in edges.items():
+        for b in bs:
+            if a[:depth] != b[:depth]:
+                out[a[:depth]].add(b[:depth])
     return out
 
 
@@ -133,7 +144,8 @@ def name(module):
 
 def main():
     problems = []
-    modules = edges(1)
+    files = file_edges()
+    modules = at_depth(files, 1)
     module_comps = components(modules)
     for comp in module_comps:
         if len(comp) > 1:
@@ -143,7 +155,7 @@ def main():
     if len(chain) > MAX_FLOORS:
         problems.append(f"{len(chain)} floors, more than {MAX_FLOORS}")
     inside = []
-    for comp in components(edges(99)):
+    for comp in components(files):
         if len(comp) > 1:
             if all(m[0] == INSIDE_ALLOWED for m in comp):
                 inside.append(" ↔ ".join(map(name, comp)))

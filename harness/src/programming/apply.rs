@@ -659,22 +659,24 @@ fn apply_ipvs(ns: &Netns, p: &Programming) -> Result<(), StepError> {
         .iter()
         .filter(|(s, _)| pruned_by(p, &s.service.key))
     {
-        // The line that deletes it: `--clear`, else its family's `--delete-others`.
-        let (line, item) = match other.service.key {
-            _ if p.ipvs_clear => ("--clear".to_string(), Item::IpvsClear),
-            ServiceKey::Addr { addr, .. } => {
-                let family = IpFamily::of(addr);
-                let keep = p
-                    .ipvs_delete_others
-                    .get(&family)
-                    .map(Vec::as_slice)
-                    .unwrap_or_default();
-                (
-                    render_delete_others(family, keep),
-                    Item::IpvsDeleteOthers(family),
-                )
-            }
-            ServiceKey::FwMark { .. } => continue,
+        // The line that deletes it: `--clear`, else its family's `--delete-others` (which
+        // prunes address services only).
+        let (line, item) = if p.ipvs_clear {
+            ("--clear".to_string(), Item::IpvsClear)
+        } else {
+            let ServiceKey::Addr { addr, .. } = other.service.key else {
+                continue;
+            };
+            let family = IpFamily::of(addr);
+            let keep = p
+                .ipvs_delete_others
+                .get(&family)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            (
+                render_delete_others(family, keep),
+                Item::IpvsDeleteOthers(family),
+            )
         };
         handle
             .delete_service(&other.service.key)

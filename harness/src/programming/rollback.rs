@@ -109,9 +109,10 @@ pub(super) fn record(
         before.nft_tables.push((table.clone(), saved));
     }
     // The IPVS step puts the whole table back, so it is recorded whenever the step runs.
-    let handle = match p.touches_ipvs() {
-        true => open_ipvs_for(ns, p).map_err(|e| (Step::Ipvs, e))?,
-        false => None,
+    let handle = if p.touches_ipvs() {
+        open_ipvs_for(ns, p).map_err(|e| (Step::Ipvs, e))?
+    } else {
+        None
     };
     if let Some(mut handle) = handle {
         if p.ipvs_timeouts.is_some() {

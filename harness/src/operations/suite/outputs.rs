@@ -9,35 +9,57 @@ use crate::report::Results;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
-/// The files asked for.
-#[derive(Default)]
+/// The files asked for, checked before anything runs.
 pub struct Outputs {
-    /// A directory for each run's observation document (YAML).
-    pub observations: Option<PathBuf>,
-    pub junit: Option<PathBuf>,
-    pub json: Option<PathBuf>,
-    /// Markdown or HTML, by extension.
-    pub report: Option<PathBuf>,
+    observations: Option<PathBuf>,
+    junit: Option<PathBuf>,
+    json: Option<PathBuf>,
+    report: Option<(PathBuf, Format)>,
 }
 
 impl Outputs {
-    /// Checks, before anything runs, that the report's format is known and that every path can
-    /// be written (the observations' directory is created).
-    pub fn check(&self) -> Result<()> {
-        if let Some(path) = &self.report {
-            Format::from_path(path).map_err(anyhow::Error::msg)?;
-        }
-        fn file<'a>(flag: &'static str, path: &'a Option<PathBuf>) -> Option<Output<'a>> {
-            path.as_deref().map(|path| Output {
+    /// The files of `--observations` (a directory for each run's observation document),
+    /// `--junit`, `--json` and `--report` (Markdown or HTML, by extension). Fails, before
+    /// anything runs, on a report format not known and on a path that cannot be written (the
+    /// observations' directory is created).
+    pub fn new(
+        observations: Option<PathBuf>,
+        junit: Option<PathBuf>,
+        json: Option<PathBuf>,
+        report: Option<PathBuf>,
+    ) -> Result<Outputs> {
+        let report = report
+            .map(|path| {
+                Format::from_path(&path)
+                    .map(|format| (path, format))
+                    .map_err(anyhow::Error::msg)
+            })
+            .transpose()?;
+        let outputs = Outputs {
+            observations,
+            junit,
+            json,
+            report,
+        };
+        outputs.check()?;
+        Ok(outputs)
+    }
+
+    fn check(&self) -> Result<()> {
+        fn file<'a>(flag: &'static str, path: Option<&'a Path>) -> Option<Output<'a>> {
+            path.map(|path| Output {
                 flag,
                 path,
                 kind: OutputKind::File,
             })
         }
         let outputs: Vec<Output> = [
-            file("--junit", &self.junit),
-            file("--json", &self.json),
-            file("--report", &self.report),
+            file("--junit", self.junit.as_deref()),
+            file("--json", self.json.as_deref()),
+            file(
+                "--report",
+                self.report.as_ref().map(|(path, _)| path.as_path()),
+            ),
             self.observations.as_deref().map(|path| Output {
                 flag: "--observations",
                 path,
@@ -90,9 +112,8 @@ impl Outputs {
         if let Some(path) = &self.json {
             write(path, crate::report::json::json(results)?)?;
         }
-        if let Some(path) = &self.report {
-            let format = Format::from_path(path).map_err(anyhow::Error::msg)?;
-            write(path, crate::report::document::render(format, results))?;
+        if let Some((path, format)) = &self.report {
+            write(path, crate::report::document::render(*format, results))?;
         }
         // The rule every output follows too (with a baseline, JUnit skips what it accepts).
         Ok(match &judged {

@@ -414,7 +414,7 @@ fn sync(
         // (`platformCleanup`, cmd/kube-proxy/app/server_linux.go), and IPVS mode's cleanup
         // begins with `ipvs.Flush()` (pkg/proxy/ipvs/cleanup.go): every IPVS service of the
         // node goes, another load balancer's too. Only when it starts: first sync, restart.
-        ipvs_clear: resync.is_none_or(|r| r.previous.is_none()),
+        ipvs_clear: restarted,
         ..Programming::default()
     })
 }

@@ -93,13 +93,12 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     // Before anything runs: an unknown report format, an output that cannot be written and a
     // bad baseline are usage errors.
-    let outputs = Outputs {
-        observations: args.observations.clone(),
-        junit: args.junit.clone(),
-        json: args.json.clone(),
-        report: args.report.clone(),
-    };
-    outputs.check()?;
+    let outputs = Outputs::new(
+        args.observations.clone(),
+        args.junit.clone(),
+        args.json.clone(),
+        args.report.clone(),
+    )?;
     let baseline = match &args.baseline {
         Some(path) => Some((path.clone(), kpct::report::baseline::Checks::read(path)?)),
         None => None,
