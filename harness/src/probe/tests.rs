@@ -22,9 +22,46 @@ fn veth_ns(tag: &str) -> Netns {
             let status = std::process::Command::new("ip").args(args).status();
             assert!(status.expect("ip").success(), "ip {args:?}");
         }
+        for iface in ["wa", "wb"] {
+            assert!(has_link(iface), "{iface} has its peer up");
+        }
     })
     .expect("in the namespace");
     ns
+}
+
+/// Whether `iface` (of this thread's namespace) has link, by `ETHTOOL_GLINK`. Asking runs the
+/// link's pending linkwatch event at once (`ethtool_op_get_link` calls `linkwatch_sync_dev`),
+/// which turns the device running and attaches its qdisc: until the linkwatch worker gets to
+/// it, a frame sent is dropped (seen with every test of the library running beside these).
+fn has_link(iface: &str) -> bool {
+    const ETHTOOL_GLINK: u32 = 0x0000000a;
+    #[repr(C)]
+    struct EthtoolValue {
+        cmd: u32,
+        data: u32,
+    }
+    let mut value = EthtoolValue {
+        cmd: ETHTOOL_GLINK,
+        data: 0,
+    };
+    // SAFETY: a zeroed ifreq is valid; the name fits (checked) and stays NUL-terminated, and
+    // `value` outlives the ioctl that writes it.
+    unsafe {
+        let mut req: libc::ifreq = std::mem::zeroed();
+        assert!(iface.len() < req.ifr_name.len());
+        for (to, from) in req.ifr_name.iter_mut().zip(iface.bytes()) {
+            *to = from as libc::c_char;
+        }
+        req.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast();
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
+        assert!(fd >= 0, "a socket: {}", std::io::Error::last_os_error());
+        let rc = libc::ioctl(fd, libc::SIOCETHTOOL, &mut req);
+        let err = std::io::Error::last_os_error();
+        libc::close(fd);
+        assert_eq!(rc, 0, "ETHTOOL_GLINK on {iface}: {err}");
+    }
+    value.data != 0
 }
 
 fn udp_probe(seq: u32) -> ProbePacket {
