@@ -105,7 +105,7 @@ if [ "$install" = 1 ]; then
     done
   done
   # The real proxiers kpct runs in its nodes, built with the machine's Go (source `go`).
-  echo "==> ci/real-proxiers.sh (kube-proxy v1.37.2; \`ci/real-proxiers.sh --all\` adds v1.34.4 and kube-router)"
+  echo "==> ci/real-proxiers.sh (kube-proxy v1.37.2; \`ci/real-proxiers.sh --all\` adds v1.34.4, v1.35.4, v1.36.3 and kube-router)"
   bash "$repo/ci/real-proxiers.sh" \
     || echo "install-deps: building the real proxiers failed (see above); the self-check names what is missing" >&2
 fi

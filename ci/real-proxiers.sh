@@ -6,7 +6,8 @@
 #     VERSION       a directory under ci/real-proxiers/ (v1.37.2, kube-router-v2.10.0) or the
 #                   binary's name (kube-proxy-v1.37.2); default: the CI set, kube-proxy v1.37.2
 #                   (what CI's tests run; each cold build costs 5-7 min of CI's 40)
-#     --all         every directory there (v1.34.4 and kube-router too)
+#     --all         every directory there: the newest patch of every minor the Go module proxy
+#                   serves (v1.34.4, v1.35.4, v1.36.3, v1.37.2) and kube-router v2.10.0
 #     --check-only  build nothing: exit 1 if a binary is missing or stale, naming it
 #
 # Each directory ci/real-proxiers/<version> (kube-proxy) or ci/real-proxiers/<program>-<version>

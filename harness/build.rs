@@ -31,13 +31,43 @@ fn modules(stem: &str) -> Vec<(String, &'static str, &'static str)> {
         .collect()
 }
 
+/// The older kube-proxy releases a scenario's expectations name (`expectFor` keys of release
+/// ranges: `"@..v1.35"`, `kube-proxy-iptables@..v1.36`, `@v1.34`), as the last release of each
+/// range: each built-in gets a test (and a golden) at each, which real kube-proxies of that
+/// range and older are compared with. A range open at its end reaches the newest release,
+/// whose golden every scenario has. Read from the file's text: the build script cannot parse
+/// scenarios, and `kpct validate` checks the keys.
+fn older_releases(text: &str) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        let line = line.trim_start();
+        let key = line
+            .split(':')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .trim_matches('"');
+        let Some((_, range)) = key.split_once('@') else {
+            continue;
+        };
+        let last = match range.split_once("..") {
+            Some((_, last)) => last,
+            None => range,
+        };
+        if last.starts_with("v1.") && last[3..].chars().all(|c| c.is_ascii_digit()) {
+            out.insert(last.to_string());
+        }
+    }
+    out
+}
+
 /// The real kube-proxy versions `ci/real-proxiers.sh` can build, each run against the library
 /// in iptables and nftables mode (natively; in the VM where a scenario needs IP_VS or SCTP) and
 /// in IPVS mode (in the VM). Only the newest is in the CI set of `ci/real-proxiers.sh`: each
 /// cold Go build costs 5-7 of CI's 40 minutes. The older ones' tests, and every one in the VM
 /// but [`REAL_IPVS`], are ignored (`ci/real-proxiers.sh --all`, then `cargo test --test
 /// real_scenarios -- --ignored`, or `ci/test.sh --vm -- … --include-ignored`).
-const REAL_VERSIONS: [&str; 2] = ["v1.37.2", "v1.34.4"];
+const REAL_VERSIONS: [&str; 4] = ["v1.37.2", "v1.36.3", "v1.35.4", "v1.34.4"];
 
 /// The scenarios a real kube-proxy in IPVS mode runs in CI: IPVS mode needs the emulated VM,
 /// where a real kube-proxy's sync takes seconds and its first one minutes (transition-scale-
@@ -160,11 +190,21 @@ fn main() {
     let mut by_module: std::collections::BTreeMap<String, String> = Default::default();
     for stem in &stems {
         let name = test_name(stem);
+        let text = std::fs::read_to_string(format!("../scenarios/{stem}.yaml"))
+            .expect("reading a scenario file");
+        let releases = older_releases(&text);
         for (module, proxier, require) in modules(stem) {
             let _ = write!(
-                by_module.entry(module).or_default(),
+                by_module.entry(module.clone()).or_default(),
                 "    #[test]\n    fn r#{name}() {{\n        {require}\n        super::run(\"{stem}.yaml\", \"{proxier}\");\n    }}\n"
             );
+            for release in &releases {
+                let module = format!("{module}_{}", release.replace('.', "_"));
+                let _ = write!(
+                    by_module.entry(module).or_default(),
+                    "    #[test]\n    fn r#{name}() {{\n        {require}\n        super::run(\"{stem}.yaml\", \"{proxier}@{release}\");\n    }}\n"
+                );
+            }
         }
     }
     let mut out = String::new();

@@ -175,18 +175,30 @@ impl Backends {
     ) -> Result<Backends> {
         let mut backends = Backends::start(topo, &scenario.topology.pods)?;
         let health_checks = cluster.health_check_node_ports();
-        backends.serve_health_checks(topo, &Vec::from_iter(health_checks))?;
+        let wildcard = |name: &str| -> Result<Vec<IpAddr>> {
+            let node = topo.node(name)?;
+            Ok(std::iter::once(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+                .chain(node.ipv6.map(IpAddr::V6))
+                .collect())
+        };
+        backends.serve_health_checks(topo, &Vec::from_iter(health_checks), &wildcard)?;
         Ok(backends)
     }
 
-    /// Listens on each node, on every healthCheckNodePort, as kube-proxy's health server
-    /// (pkg/proxy/healthcheck) does: a probe of one is answered by the node itself, if the
-    /// proxier lets it through.
-    pub fn serve_health_checks(&mut self, topo: &Topology, ports: &[u16]) -> Result<()> {
+    /// Listens on each node, on every healthCheckNodePort, at the addresses `addresses` gives
+    /// for the node, as kube-proxy's health server (pkg/proxy/healthcheck) does: a probe of one
+    /// is answered by the node itself, if the proxier lets it through.
+    pub fn serve_health_checks(
+        &mut self,
+        topo: &Topology,
+        ports: &[u16],
+        addresses: &dyn Fn(&str) -> Result<Vec<IpAddr>>,
+    ) -> Result<()> {
+        if ports.is_empty() {
+            return Ok(());
+        }
         for node in topo.nodes() {
-            let addresses =
-                std::iter::once(IpAddr::V4(Ipv4Addr::UNSPECIFIED)).chain(node.ipv6.map(IpAddr::V6));
-            for address in addresses {
+            for address in addresses(&node.name)? {
                 for &port in ports {
                     let addr = SocketAddr::new(address, port);
                     let listener = tcp_listen(&node.netns, addr).with_context(|| {
@@ -207,12 +219,36 @@ impl Backends {
 /// the node answered, no pod did.
 pub const HEALTH_CHECK_SERVER: &str = "health-check@";
 
-/// A non-blocking TCP listener on `addr` inside `ns`, handed to tokio.
+/// A non-blocking TCP listener on `addr` inside `ns`, handed to tokio. An IPv6 one takes
+/// IPv6 only (`IPV6_V6ONLY`, as Go's `tcp6` listeners do), so `[::]:P` and `0.0.0.0:P` are two
+/// listeners, one per family, as kube-proxy's per-family health servers are.
 fn tcp_listen(ns: &Netns, addr: SocketAddr) -> Result<tokio::net::TcpListener> {
     let listener = ns.run(|| -> std::io::Result<std::net::TcpListener> {
-        let l = std::net::TcpListener::bind(addr)?;
-        l.set_nonblocking(true)?;
-        Ok(l)
+        use nix::sys::socket::{
+            bind, listen, setsockopt, socket, sockopt, AddressFamily, Backlog, SockFlag, SockType,
+            SockaddrStorage,
+        };
+        let family = if addr.is_ipv4() {
+            AddressFamily::Inet
+        } else {
+            AddressFamily::Inet6
+        };
+        let fd = socket(
+            family,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+            None,
+        )?;
+        setsockopt(&fd, sockopt::ReuseAddr, &true)?;
+        if addr.is_ipv6() {
+            setsockopt(&fd, sockopt::Ipv6V6Only, &true)?;
+        }
+        bind(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            &SockaddrStorage::from(addr),
+        )?;
+        listen(&fd, Backlog::new(128)?)?;
+        Ok(std::net::TcpListener::from(fd))
     })??;
     Ok(tokio::net::TcpListener::from_std(listener)?)
 }

@@ -8,10 +8,14 @@
 //! on the updated node) or missing (only on the fresh one); the same lines in another order
 //! (iptables rules are evaluated in order) is a difference too.
 //!
-//! The order of the rules of `KUBE-SERVICES` and `KUBE-NODEPORTS` between Services is not a
-//! difference: kube-proxy writes them in its map's (random) order, and its own tests compare
-//! them sorted by Service, related rules keeping their order (`sortIPTablesRules`,
-//! pkg/proxy/iptables/proxier_test.go), which is what is compared here too.
+//! The order between Service ports of the rules of the chains every Service port writes into
+//! (`KUBE-SERVICES`, `KUBE-NODEPORTS`, `KUBE-EXTERNAL-SERVICES`, `KUBE-PROXY-FIREWALL`, in
+//! table nat and filter) is not a difference: kube-proxy writes them as it ranges over its
+//! `svcPortMap`, a Go map (`syncProxyRules`, pkg/proxy/iptables/proxier.go), so two syncs of
+//! one cluster state order them differently. Its own tests compare them sorted by Service,
+//! related rules keeping their order (`sortIPTablesRules`, pkg/proxy/iptables/proxier_test.go);
+//! here they are sorted by Service *port* (the comment up to its first space), since the ports
+//! of one Service are map keys of their own too.
 //!
 //! One thing a fresh node cannot have is allowed: an IPVS real server at weight 0 that still
 //! holds connections is draining (graceful termination keeps it until they end,
@@ -136,13 +140,19 @@ fn with_located_nft(
     sections
 }
 
-/// The chains whose rules for different Services may come in any order, each Service's
-/// rules keeping theirs.
-const SERVICE_ORDERED_CHAINS: [&str; 2] = ["KUBE-SERVICES", "KUBE-NODEPORTS"];
+/// The chains whose rules for different Service ports may come in any order, each Service
+/// port's rules keeping theirs: every rule kube-proxy writes into them inside its loop over
+/// `svcPortMap` has a comment that starts with the Service port's name.
+const SERVICE_ORDERED_CHAINS: [&str; 4] = [
+    "KUBE-SERVICES",
+    "KUBE-NODEPORTS",
+    "KUBE-EXTERNAL-SERVICES",
+    "KUBE-PROXY-FIREWALL",
+];
 
-/// `sections` with the rules of [`SERVICE_ORDERED_CHAINS`] that name a Service in their
-/// comment stably sorted by that Service, as `sortIPTablesRules` does; every other line,
-/// among them the rule that "must be the last rule" of the chain, stays where it is.
+/// `sections` with the rules of [`SERVICE_ORDERED_CHAINS`] that name a Service port in their
+/// comment stably sorted by it, as `sortIPTablesRules` does by Service; every other line,
+/// among them the rules that "must be the last rule" of the chain, stays where it is.
 fn by_service(mut sections: BTreeMap<String, Vec<String>>) -> BTreeMap<String, Vec<String>> {
     for lines in sections.values_mut() {
         for chain in SERVICE_ORDERED_CHAINS {
@@ -150,7 +160,7 @@ fn by_service(mut sections: BTreeMap<String, Vec<String>>) -> BTreeMap<String, V
             let service = |rule: &str| {
                 rule_comment(rule)
                     .filter(|c| !c.contains("must be the last rule"))
-                    .and_then(|c| c.split([' ', ':']).next().map(str::to_string))
+                    .and_then(|c| c.split(' ').next().map(str::to_string))
                     .filter(|s| s.contains('/'))
             };
             let places: Vec<usize> = (0..lines.len())
@@ -326,6 +336,75 @@ mod tests {
             differences(&save(&[last, a1, a2, b]), &fresh, &[]).len(),
             1,
             "the last rule stays last"
+        );
+    }
+
+    /// Two syncs of one cluster state by a real kube-proxy: every chain a Service port writes
+    /// into, in nat and filter, in the order of a Go map; the ports of one Service are keys of
+    /// their own. Comments as `syncProxyRules` writes them (pkg/proxy/iptables/proxier.go).
+    #[test]
+    fn service_ports_may_come_in_any_order_in_every_chain_they_share() {
+        let filter = [
+            [r#"-A KUBE-NODEPORTS -p tcp -m comment --comment "ns/a:p80 health check node port" -m tcp --dport 30000 -j ACCEPT"#].as_slice(),
+            &[r#"-A KUBE-NODEPORTS -p tcp -m comment --comment "ns/b health check node port" -m tcp --dport 30001 -j ACCEPT"#],
+            &[
+                r#"-A KUBE-EXTERNAL-SERVICES -d 192.168.99.22/32 -p tcp -m comment --comment "ns/a:p80 has no local endpoints" -m tcp --dport 80 -j DROP"#,
+                r#"-A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment "ns/a:p80 has no local endpoints" -m addrtype --dst-type LOCAL -m tcp --dport 30002 -j DROP"#,
+            ],
+            &[r#"-A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment "ns/a:p81 has no local endpoints" -m addrtype --dst-type LOCAL -m tcp --dport 30003 -j DROP"#],
+            &[r#"-A KUBE-SERVICES -d 10.96.0.30/32 -p tcp -m comment --comment "ns/c:p80 has no endpoints" -m tcp --dport 80 -j REJECT --reject-with icmp-port-unreachable"#],
+            &[r#"-A KUBE-SERVICES -d 10.96.0.30/32 -p tcp -m comment --comment "ns/c:p81 has no endpoints" -m tcp --dport 81 -j REJECT --reject-with icmp-port-unreachable"#],
+            &[r#"-A KUBE-PROXY-FIREWALL -d 5.6.7.8/32 -p tcp -m comment --comment "ns/a:p80 traffic not accepted by KUBE-FW-A" -m tcp --dport 80 -j DROP"#],
+            &[r#"-A KUBE-PROXY-FIREWALL -d 5.6.7.9/32 -p tcp -m comment --comment "ns/b traffic not accepted by KUBE-FW-B" -m tcp --dport 80 -j DROP"#],
+        ];
+        let nat = [
+            [
+                r#"-A KUBE-SERVICES -d 10.96.0.10/32 -p tcp -m comment --comment "ns/a:p80 cluster IP" -m tcp --dport 80 -j KUBE-SVC-A80"#,
+                r#"-A KUBE-SERVICES -d 1.2.3.4/32 -p tcp -m comment --comment "ns/a:p80 loadbalancer IP" -m tcp --dport 80 -j KUBE-FW-A80"#,
+            ]
+            .as_slice(),
+            &[r#"-A KUBE-SERVICES -d 10.96.0.10/32 -p tcp -m comment --comment "ns/a:p81 cluster IP" -m tcp --dport 81 -j KUBE-SVC-A81"#],
+            &[r#"-A KUBE-SERVICES -d 10.96.0.20/32 -p tcp -m comment --comment "ns/b cluster IP" -m tcp --dport 80 -j KUBE-SVC-B"#],
+            &[r#"-A KUBE-NODEPORTS -p tcp -m comment --comment ns/a:p80 -m tcp --dport 30002 -j KUBE-EXT-A80"#],
+            &[r#"-A KUBE-NODEPORTS -p tcp -m comment --comment ns/a:p81 -m tcp --dport 30003 -j KUBE-EXT-A81"#],
+        ];
+        let last = [
+            r#"-A KUBE-SERVICES -d 192.168.1.2/32 -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -j KUBE-NODEPORTS"#,
+            r#"-A KUBE-SERVICES -d 127.0.0.1/32 -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -j KUBE-NODEPORTS"#,
+        ];
+        let save = |filter: Vec<&str>, nat: Vec<&str>| {
+            let chains = ":KUBE-SERVICES - [0:0]\n:KUBE-NODEPORTS - [0:0]\n:KUBE-EXTERNAL-SERVICES - [0:0]\n:KUBE-PROXY-FIREWALL - [0:0]\n";
+            state(&format!(
+                "*filter\n{chains}{}\nCOMMIT\n*nat\n{chains}:KUBE-SVC-A80 - [0:0]\n:KUBE-SVC-A81 - [0:0]\n:KUBE-SVC-B - [0:0]\n:KUBE-FW-A80 - [0:0]\n:KUBE-EXT-A80 - [0:0]\n:KUBE-EXT-A81 - [0:0]\n{}\n{}\nCOMMIT\n",
+                filter.join("\n"),
+                nat.join("\n"),
+                last.join("\n"),
+            ))
+        };
+        let fresh = save(filter.concat(), nat.concat());
+        // The map's other order: every group of one Service port's rules moved, none split.
+        let reversed = |groups: &[&[&'static str]]| -> Vec<&'static str> {
+            groups
+                .iter()
+                .rev()
+                .flat_map(|g| g.iter().copied())
+                .collect()
+        };
+        let updated = save(reversed(&filter), reversed(&nat));
+        assert_ne!(updated.to_text(), fresh.to_text());
+        assert_eq!(differences(&updated, &fresh, &[]), Vec::<String>::new());
+        // One Service port's own rules keep their order.
+        let mut swapped = nat.concat();
+        swapped.swap(0, 1);
+        assert_eq!(
+            differences(&save(filter.concat(), swapped), &fresh, &[]).len(),
+            1
+        );
+        let mut swapped = filter.concat();
+        swapped.swap(2, 3);
+        assert_eq!(
+            differences(&save(swapped, nat.concat()), &fresh, &[]).len(),
+            1
         );
     }
 

@@ -8,18 +8,9 @@
 //! that need it (`IsRsGracefulTerminationNeeded`, pkg/util/ipvs: everything but UDP and SCTP).
 
 use crate::ipvs_connections::Connection;
-use ipvs_genl::{DestinationState, Protocol, ServiceKey, ServiceState, TableEntry};
+use crate::programming::graceful_termination_needed;
+use ipvs_genl::{DestinationState, ServiceKey, ServiceState, TableEntry};
 use std::net::SocketAddr;
-
-/// `IsRsGracefulTerminationNeeded`: UDP and SCTP real servers are deleted at once ("existing
-/// connections will be deleted on the next packet because sysctlExpireNoDestConn=1").
-pub fn graceful_termination_needed(key: &ServiceKey) -> bool {
-    match key {
-        ServiceKey::Addr { protocol, .. } => !matches!(protocol, Protocol::Udp | Protocol::Sctp),
-        // fwmark services carry no protocol; kube-proxy makes none.
-        ServiceKey::FwMark { .. } => true,
-    }
-}
 
 /// Real servers at weight 0 that still hold connections, of any protocol.
 pub fn draining_lines(table: &[TableEntry]) -> Vec<String> {
@@ -101,6 +92,7 @@ fn lines_where(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ipvs_genl::Protocol;
     use ipvs_genl::{Destination, ForwardMethod, Service, Stats};
 
     fn entry(protocol: Protocol, dests: &[(&str, i32, u32, u32)]) -> TableEntry {

@@ -1,12 +1,15 @@
 //! The check of a scenario's declared expectations against what a probe observed: each
 //! violated expectation as one line, `probe `x` shot 2: …`.
 
-use crate::observe::{spelled, NodeAddress, ProbeObservation, ShotObservation, Verdict};
+use crate::document::{ProbeObservation, ShotObservation, Verdict};
+use crate::observe::{spelled, NodeAddress};
 use crate::scenario::{Expectation, OutcomeExpectation, SourceExpectation};
 
 /// Checks a probe's observation against its declared expectation; each violation is one
 /// readable line saying what Kubernetes requires and what was observed.
 pub fn check(expect: &Expectation, obs: &ProbeObservation, nodes: &[NodeAddress]) -> Vec<String> {
+    // Observations name a backend by its pod's name, unique across namespaces.
+    let expect = &expect.by_pod_name();
     let mut problems = Vec::new();
     let name = &obs.probe;
     // Where backend choice is random, which shot went where is chance: a shot's number would
@@ -89,6 +92,17 @@ pub fn check(expect: &Expectation, obs: &ProbeObservation, nodes: &[NodeAddress]
                 ));
             }
         }
+        if let (Some(port), true) = (expect.backend_port, shot.verdict.delivered()) {
+            let saw = shot.backend_saw.as_deref().and_then(backend_port);
+            if saw != Some(port) {
+                problems.push(format!(
+                    "{at}: expected the backend to be reached on port {port}, observed {}",
+                    shot.backend_saw
+                        .clone()
+                        .unwrap_or_else(|| "no record of the port".into())
+                ));
+            }
+        }
         if let Some(want_reply) = expect.reply {
             let got = shot.reply_translated == Some(true);
             if want_reply != got {
@@ -103,6 +117,16 @@ pub fn check(expect: &Expectation, obs: &ProbeObservation, nodes: &[NodeAddress]
     }
     problems.extend(check_choice(expect, obs));
     problems
+}
+
+/// The port a backend was reached on, as `backend_saw` records it: `SRC -> IP:PORT`, or
+/// `client IP -> port PORT` (a kept flow's, from the backend's own answer).
+fn backend_port(saw: &str) -> Option<u16> {
+    let (_, dst) = saw.split_once(" -> ")?;
+    match dst.strip_prefix("port ") {
+        Some(port) => port.trim().parse().ok(),
+        None => dst.rsplit_once(':')?.1.trim().parse().ok(),
+    }
 }
 
 /// How often each backend was reached, `web-a ×12, web-b ×8` (in order of first arrival), and
@@ -302,6 +326,7 @@ mod tests {
             dport: 32000,
             sport: 40000,
             repeat: 1,
+            asks_http: true,
         };
         let shot = crate::probe::Shot {
             sport: 40000,
@@ -353,6 +378,43 @@ mod tests {
             check(&e, &probe(&["web-1", "web-2"]), &[]),
             ["probe `p`: expected a round over [web-1, web-2, web-3] (each once, in one order) repeated over 2 shot(s); the first 3 shot(s) reached [web-1, web-2, nothing]; observed web-1 ×1, web-2 ×1"]
         );
+    }
+
+    /// A backend port states where an endpoint was reached: a kept flow's answer (`port N`) or
+    /// a crafted shot's (`IP:PORT`); a shot without a record of it fails the expectation.
+    #[test]
+    fn a_backend_port_is_judged_from_what_the_backend_saw() {
+        let e = expect("{reaches: [web-a], backendPort: 9090}");
+        let mut p = probe(&["web-a"]);
+        let at = |saw: Option<&str>| {
+            let mut p = probe(&["web-a"]);
+            p.all[0].backend_saw = saw.map(str::to_string);
+            check(&e, &p, &[])
+        };
+        assert!(at(Some("client 10.244.1.10 -> port 9090")).is_empty());
+        assert!(at(Some("10.244.1.10:* -> 10.244.2.11:9090")).is_empty());
+        assert!(at(Some("[fd00::1]:* -> [fd00:10:244:2::11]:9090")).is_empty());
+        assert_eq!(
+            at(Some("client 10.244.1.10 -> port 8080")),
+            ["probe `p`: expected the backend to be reached on port 9090, observed client 10.244.1.10 -> port 8080"]
+        );
+        assert_eq!(
+            at(None),
+            ["probe `p`: expected the backend to be reached on port 9090, observed no record of the port"]
+        );
+        // A shot that reached nothing is judged by `reaches`, not by the port.
+        p.all[0] = shot(None);
+        assert!(!check(&expect("{backendPort: 9090}"), &p, &[])
+            .iter()
+            .any(|l| l.contains("port 9090")));
+    }
+
+    /// A pod outside `default` is named `namespace/name`; observations name it by its name.
+    #[test]
+    fn pods_outside_default_are_named_with_their_namespace() {
+        let e = expect("{reaches: [team/web-a]}");
+        assert!(check(&e, &probe(&["web-a"]), &[]).is_empty());
+        assert!(!check(&e, &probe(&["web-b"]), &[]).is_empty());
     }
 
     #[test]

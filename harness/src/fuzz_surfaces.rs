@@ -4,8 +4,8 @@
 //! does not say where in the input it is. A hang or unbounded memory is a finding of the
 //! fuzzer itself (its `-timeout` and `-rss_limit_mb`).
 
+use crate::drivers::replay::{parse_capture, ReplayError, CAPTURE_FILES};
 use crate::programming::text::parse_text_with_sources;
-use crate::proxier::replay::{parse_capture, ReplayError, CAPTURE_FILES};
 use std::sync::OnceLock;
 
 /// One surface: any bytes in, a panic only on a finding.
@@ -122,7 +122,7 @@ pub fn netfilter_netlink(data: &[u8]) {
 }
 
 /// A connection to the API server: raw bytes (one or more HTTP/1 requests), served the
-/// objects of `clusterip-cross-node` (see [`crate::apiserver::answer_raw`]).
+/// objects of `clusterip-cross-node` (see [`apiserver::answer_raw`]).
 pub fn api_request(data: &[u8]) {
     static OBJECTS: OnceLock<crate::api_objects::ClusterObjects> = OnceLock::new();
     let objects = OBJECTS.get_or_init(|| {
@@ -131,7 +131,7 @@ pub fn api_request(data: &[u8]) {
             .unwrap_or_else(|e| panic!("the bundled scenario: {e}"));
         crate::api_objects::cluster_objects(&s)
     });
-    if let Err(e) = crate::apiserver::answer_raw(objects.clone(), data) {
+    if let Err(e) = apiserver::answer_raw(objects.clone(), data) {
         panic!("the server failed, not the request: {e:#}");
     }
 }

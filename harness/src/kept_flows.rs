@@ -12,7 +12,7 @@ use crate::netns::Netns;
 use crate::probe::{self, KeptEntries, ProbePlan, Shot, Source};
 use crate::scenario::Protocol;
 use crate::topology::Topology;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
@@ -33,6 +33,9 @@ struct KeptFlow {
 #[derive(Default)]
 pub struct KeptFlows {
     flows: BTreeMap<String, KeptFlow>,
+    /// Flows whose opening the proxier refused or dropped, with the plan they were opened
+    /// with: their probes are judged as any probe is, and a later `continue` finds no flow.
+    never_opened: BTreeMap<String, ProbePlan>,
 }
 
 /// What the client asks on a kept connection; the backend answers with who it is.
@@ -57,9 +60,12 @@ impl KeptFlows {
         all
     }
 
-    /// The plan of the flow kept as `name`.
+    /// The plan of the flow kept as `name` (opened or not).
     pub fn plan(&self, name: &str) -> Option<&ProbePlan> {
-        self.flows.get(name).map(|f| &f.plan)
+        self.flows
+            .get(name)
+            .map(|f| &f.plan)
+            .or_else(|| self.never_opened.get(name))
     }
 
     /// Opens `plan` as a flow kept under `name` and returns its first exchange.
@@ -91,12 +97,20 @@ impl KeptFlows {
         })?;
         let mut socket = match opened {
             Ok(socket) => socket,
-            Err(e) => bail!(
-                "probe {}: opening the flow to keep as `{name}` failed ({}): a kept flow must \
-                 start established",
-                plan.name,
-                probe::socket_error_kind(&e)
-            ),
+            // The proxier refused or dropped the connection: that is the probe's outcome, and
+            // the flow's later steps find none.
+            Err(e) => {
+                self.never_opened.insert(name.to_string(), plan.clone());
+                return Ok(Shot {
+                    sport: plan.sport,
+                    delivered: None,
+                    answer: None,
+                    app_answer: None,
+                    kept_backend_port: None,
+                    socket_error: Some(probe::socket_error_kind(&e)),
+                    dropped_at: None,
+                });
+            }
         };
         // A TCP backend greets each connection with its answer; a UDP one answers a datagram.
         let shot = exchange(&mut socket, plan.sport, protocol == Protocol::Udp);
@@ -114,6 +128,18 @@ impl KeptFlows {
 
     /// Sends the next request of the flow kept as `name` and returns what came of it.
     pub fn continue_flow(&mut self, topo: &Topology, name: &str) -> Result<(ProbePlan, Shot)> {
+        if let Some(plan) = self.never_opened.get(name) {
+            let shot = Shot {
+                sport: plan.sport,
+                delivered: None,
+                answer: None,
+                app_answer: None,
+                kept_backend_port: None,
+                socket_error: Some(probe::NEVER_OPENED.to_string()),
+                dropped_at: None,
+            };
+            return Ok((plan.clone(), shot));
+        }
         probe::flush_conntrack_keeping(topo, &self.entries())?;
         let flow = self
             .flows
@@ -165,7 +191,10 @@ fn exchange(socket: &mut Socket, sport: u16, ask: bool) -> Shot {
                 }
             })
         }
-        Socket::Udp(s) => s.send(ASK).and_then(|_| {
+        // An error the last exchange left pending (the ICMP port-unreachable of a REJECT) would
+        // fail this send before anything goes out: it was that exchange's answer, already
+        // judged, so it is read and cleared (SO_ERROR) and the request goes out.
+        Socket::Udp(s) => s.take_error().and_then(|_| s.send(ASK)).and_then(|_| {
             let mut buf = [0u8; 512];
             let n = s.recv(&mut buf)?;
             Ok(String::from_utf8_lossy(&buf[..n]).into_owned())

@@ -1,40 +1,15 @@
-//! From raw probe shots to observations: verdicts and the snapshot document. (The check of a
-//! scenario's declared expectations against them is `expectation_check`.)
-//!
-//! The observation document is deterministic by construction: scenario order, no timestamps,
-//! no random values. Where a proxier picks backends at random by design (iptables statistic
-//! mode), only the *set* of backends reached is recorded; IPVS's deterministic schedulers are
-//! recorded as the sequence.
+//! From raw probe shots to observations ([`crate::document`]): verdicts, backends, sources and
+//! replies, with the node addresses named. (The check of a scenario's declared expectations
+//! against them is `expectation_check`.)
 
 use crate::capture::Flow;
+use crate::document::{ProbeObservation, ShotObservation, Verdict};
+use crate::netns::naming::{BRIDGE_IF, UNDERLAY_IF, VXLAN_IF};
 use crate::probe::packet::Answer;
 use crate::probe::{ProbePlan, Shot, Source};
-use serde::{Deserialize, Serialize};
+use crate::topology::Topology;
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
-
-thread_local! {
-    static EVERY_FIELD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// For `skip_serializing_if`: a field the documents leave out, written only in the wire form
-/// (`report::wire`), in which a run in a VM hands its results back whole.
-pub(crate) fn omitted<T>(_: &T) -> bool {
-    !EVERY_FIELD.with(std::cell::Cell::get)
-}
-
-/// `serialize` with the fields documents leave out written too, however it ends.
-pub(crate) fn with_every_field<R>(serialize: impl FnOnce() -> R) -> R {
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            EVERY_FIELD.with(|f| f.set(false));
-        }
-    }
-    EVERY_FIELD.with(|f| f.set(true));
-    let _reset = Reset;
-    serialize()
-}
 
 /// An address some node owns, with a name saying which interface: used to say *who* a
 /// masqueraded packet came from ("node-b flannel.1").
@@ -42,86 +17,6 @@ pub(crate) fn with_every_field<R>(serialize: impl FnOnce() -> R) -> R {
 pub struct NodeAddress {
     pub ip: IpAddr,
     pub label: String,
-}
-
-/// The fate of one shot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Verdict {
-    /// Delivered to a backend and answered from the address the client used.
-    Delivered,
-    /// Delivered, but the answer came back from another address (broken reverse NAT).
-    DeliveredReplyUntranslated,
-    /// Delivered, but nothing came back.
-    DeliveredNoReply,
-    /// Delivered, and the backend itself refused it (no listener).
-    DeliveredRefusedByBackend,
-    /// Not delivered; a TCP RST or ICMP unreachable came back.
-    Rejected,
-    /// Not delivered; nothing came back within the timeout.
-    Dropped,
-    /// Delivered to no pod, but answered from the node address it was sent to: a server on
-    /// the node itself took it.
-    AnsweredByNode,
-}
-
-impl Verdict {
-    pub fn delivered(self) -> bool {
-        matches!(
-            self,
-            Verdict::Delivered
-                | Verdict::DeliveredReplyUntranslated
-                | Verdict::DeliveredNoReply
-                | Verdict::DeliveredRefusedByBackend
-        )
-    }
-}
-
-/// One shot, as recorded in the observation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShotObservation {
-    pub verdict: Verdict,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<String>,
-    /// The packet as the backend received it (`src:port -> dst:port`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend_saw: Option<String>,
-    /// `preserved` or `masqueraded to IP (who)`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-    /// What the client got back (`src:port -> dst:port`, `tcp-reset`, `icmp-unreachable code N`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reply: Option<String>,
-    #[serde(default, skip_serializing_if = "omitted")]
-    pub source_ip_seen: Option<IpAddr>,
-    #[serde(default, skip_serializing_if = "omitted")]
-    pub reply_translated: Option<bool>,
-    /// The client's source port of this shot (differs per repetition).
-    #[serde(default, skip_serializing_if = "omitted")]
-    pub sport: u16,
-}
-
-/// A probe's observation (the unit of the snapshot document).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProbeObservation {
-    pub probe: String,
-    pub from: String,
-    pub to: String,
-    /// Every shot, when backend choice is deterministic (or there is one shot).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub shots: Vec<ShotObservation>,
-    /// When backend choice is random by design: the distinct outcomes, sorted, and how many
-    /// shots were fired.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcomes: Option<Vec<ShotObservation>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shots_fired: Option<u32>,
-    /// Backends in the order reached (deterministic schedulers) or sorted (random ones).
-    pub backends: Vec<String>,
-    #[serde(default, skip_serializing_if = "omitted")]
-    pub all: Vec<ShotObservation>,
-    #[serde(default, skip_serializing_if = "omitted")]
-    pub client_ip: Option<IpAddr>,
 }
 
 /// The packet as the backend saw it. A masqueraded source port is written `*`: kube-proxy
@@ -163,6 +58,11 @@ fn client_ip(plan: &ProbePlan) -> IpAddr {
 pub fn observe_shot(plan: &ProbePlan, shot: &Shot, nodes: &[NodeAddress]) -> ShotObservation {
     let client = client_ip(plan);
     if let Some(app) = &shot.app_answer {
+        let app = &if plan.asks_http {
+            health_server_answer(app)
+        } else {
+            app.clone()
+        };
         // Socket probe: the backend told us who it is and whom it saw.
         let mut seen_ip = None;
         let mut pod = None;
@@ -216,7 +116,8 @@ pub fn observe_shot(plan: &ProbePlan, shot: &Shot, nodes: &[NodeAddress]) -> Sho
         };
     }
     if let Some(err) = &shot.socket_error {
-        let verdict = if err == "timeout" {
+        // A flow that never opened sends nothing: nothing comes back.
+        let verdict = if err == "timeout" || err == crate::probe::NEVER_OPENED {
             Verdict::Dropped
         } else {
             Verdict::Rejected
@@ -361,4 +262,79 @@ pub fn spelled<T: serde::Serialize + std::fmt::Debug>(v: T) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_else(|| format!("{v:?}"))
+}
+
+/// Everything a node owns, labelled, so masquerade sources can be named in observations.
+pub fn node_addresses(topo: &Topology) -> Vec<NodeAddress> {
+    let mut out = Vec::new();
+    for node in topo.nodes() {
+        for ip in node.underlay_ips() {
+            out.push(NodeAddress {
+                ip,
+                label: format!("{} {UNDERLAY_IF}", node.name),
+            });
+        }
+        let gateways = node
+            .gateway_ip()
+            .map(IpAddr::V4)
+            .into_iter()
+            .chain(node.gateway_ip_v6().map(IpAddr::V6));
+        for ip in gateways {
+            out.push(NodeAddress {
+                ip,
+                label: format!("{} {BRIDGE_IF}", node.name),
+            });
+        }
+        let vteps = node
+            .vtep_ip()
+            .map(IpAddr::V4)
+            .into_iter()
+            .chain(node.vtep_ip_v6().map(IpAddr::V6));
+        for ip in vteps {
+            out.push(NodeAddress {
+                ip,
+                label: format!("{} {VXLAN_IF}", node.name),
+            });
+        }
+    }
+    out
+}
+
+/// What a socket shot at a healthCheckNodePort tells of its answer: that the node's health
+/// server answered, and nothing of whom it saw, which kube-proxy's HTTP reply does not say
+/// (the suite's stand-in greets with it, kube-proxy does not: a comparison must not see them
+/// differ there). A line that is neither is passed on as it came.
+fn health_server_answer(line: &str) -> String {
+    let stand_in = line
+        .split_whitespace()
+        .any(|f| f.starts_with(&format!("pod={}", crate::backends::HEALTH_CHECK_SERVER)));
+    if line.starts_with("HTTP/") || stand_in {
+        format!("pod={}", crate::backends::HEALTH_CHECK_SERVER)
+    } else {
+        line.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// kube-proxy's health server and the stand-in answer a socket shot alike: the node answered,
+    /// whom it saw unsaid; anything else passes as it came.
+    #[test]
+    fn a_health_server_answer_reads_the_same_from_kube_proxy_and_the_stand_in() {
+        let node = format!("pod={}", crate::backends::HEALTH_CHECK_SERVER);
+        assert_eq!(
+            super::health_server_answer("HTTP/1.0 503 Service Unavailable\r\n"),
+            node
+        );
+        assert_eq!(
+            super::health_server_answer(&format!(
+                "client=192.168.1.11:20000 {node}node-b port=32000\n"
+            )),
+            node
+        );
+        assert_eq!(
+            super::health_server_answer("client=10.244.1.10:20000 pod=web-1 port=8080\n"),
+            "client=10.244.1.10:20000 pod=web-1 port=8080\n"
+        );
+    }
 }

@@ -18,7 +18,7 @@ pub use junit::junit;
 pub use results::{NotRun, Results, RunError, NOT_RUN_EXIT};
 pub use table::{table, Style};
 
-use crate::observe::{ProbeObservation, ShotObservation};
+use crate::document::{ProbeObservation, ShotObservation};
 use crate::run::ScenarioRun;
 
 /// The violated-expectation lines of `run` that concern probe `probe`.
@@ -35,7 +35,7 @@ pub fn convergence_violations<'a>(run: &'a ScenarioRun, step: &str) -> Vec<&'a S
 }
 
 /// Whether `step` of `run` failed its convergence check: a node differed from a fresh one.
-pub fn not_converged(run: &ScenarioRun, step: &crate::run::StepObservation) -> bool {
+pub fn not_converged(run: &ScenarioRun, step: &crate::document::StepObservation) -> bool {
     !step.converged || !convergence_violations(run, &step.step).is_empty()
 }
 

@@ -298,6 +298,8 @@ fn service_ports(
             let protocol: Protocol = parse(port.protocol.as_deref().expect("defaulted protocol"));
             let key = (namespace.clone(), name.clone(), port_name.clone(), protocol);
             ServicePortInfo {
+                headless_label: false,
+                listed: Vec::new(),
                 namespace: namespace.clone(),
                 name: name.clone(),
                 port_name,

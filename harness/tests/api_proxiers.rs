@@ -5,8 +5,8 @@
 mod common;
 
 use common::{kube_proxy_binary, library_scenario as scenario};
+use kpct::drivers::real::ApiProxier;
 use kpct::netns::install_signal_cleanup;
-use kpct::proxier::real::ApiProxier;
 use std::path::Path;
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use std::time::Duration;
 /// `--iptables-sync-period` says, pkg/proxy/iptables/proxier.go), so kpct's kicks give the
 /// `api:` rule its second sync.
 fn kube_proxy_by_api(cluster_cidr: &str, metric: &str, timeout: Duration) -> ApiProxier {
-    let mut p = ApiProxier::from_spec(&format!(
+    let mut p = kpct::ProxierSpec::parse_as::<kpct::drivers::ApiProxier>(&format!(
         "api: --sync-metric={metric}@10249 --judged-as=kube-proxy-iptables {} \
          --kubeconfig={{kubeconfig}} --hostname-override={{node}} --proxy-mode=iptables \
          --cluster-cidr={cluster_cidr} --detect-local-mode=ClusterCIDR \
@@ -33,11 +33,11 @@ fn kube_proxy_by_api(cluster_cidr: &str, metric: &str, timeout: Duration) -> Api
 
 const SYNCS: &str = "kubeproxy_sync_proxy_rules_duration_seconds_count";
 
-fn run(s: &kpct::scenario::Scenario, p: &ApiProxier) -> anyhow::Result<kpct::run::ScenarioRun> {
+fn run(s: &kpct::Scenario, p: &ApiProxier) -> anyhow::Result<kpct::ScenarioRun> {
     install_signal_cleanup();
     tokio::runtime::Runtime::new()
         .unwrap()
-        .block_on(kpct::run::run_scenario(s, p, kpct::probe::probe_timeout()))
+        .block_on(kpct::run_scenario(s, p, kpct::probe::probe_timeout()))
 }
 
 /// Through every step of a transition (endpoints scaled to zero and back), judged as the
@@ -90,7 +90,10 @@ fn an_api_proxier_that_never_syncs_is_a_clear_error() {
             && text.contains("must sync at least twice"),
         "{text}"
     );
-    let mut deaf = ApiProxier::from_spec("api:--sync-metric=syncs@9000 sleep 3600").unwrap();
+    let mut deaf = kpct::ProxierSpec::parse_as::<kpct::drivers::ApiProxier>(
+        "api:--sync-metric=syncs@9000 sleep 3600",
+    )
+    .unwrap();
     deaf.timeout = Duration::from_secs(3);
     let text = format!("{:#}", run(&s, &deaf).unwrap_err());
     assert!(
@@ -115,7 +118,7 @@ fn kube_router() -> ApiProxier {
         "{} is missing: run `ci/real-proxiers.sh --all`",
         binary.display()
     );
-    let mut p = ApiProxier::from_spec(&format!(
+    let mut p = kpct::ProxierSpec::parse_as::<kpct::drivers::ApiProxier>(&format!(
         "api: --sync-metric=kube_router_controller_ipvs_services_sync_time_count@20241 {} \
          --run-service-proxy=true --run-router=false --run-firewall=false \
          --kubeconfig={{kubeconfig}} --hostname-override={{node}} --health-port=0 \

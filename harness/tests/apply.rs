@@ -922,7 +922,10 @@ fn conntrack_cleanup_deletes_entries_whose_reply_source_is_not_serving() {
             protocol: P::Udp,
             orig_dst: Some("127.0.0.1".parse().unwrap()),
             orig_dport: 53,
-            serving: vec![serving.parse().unwrap()],
+            serving: vec![kpct::programming::Serving {
+                ip: serving.parse().unwrap(),
+                port: None,
+            }],
         }];
         p
     };

@@ -1,9 +1,9 @@
 //! `kpct bench` at a small size against the real kernel (needs root): the numbers are never
 //! asserted, only that every step ran and every timed connection reached a backend.
 
+use kpct::builtin;
 use kpct::operations::bench::{scale, ScaleOptions, SuiteOptions};
 use kpct::programming::tools::IptablesBackend;
-use kpct::proxier::builtin;
 use std::time::Duration;
 
 fn small() -> ScaleOptions {
@@ -83,7 +83,7 @@ fn bench_suite_times_serial_and_parallel_side_by_side_iptables() {
         ..SuiteOptions::default()
     };
     let out = kpct::operations::bench::suite(
-        &[Box::new(builtin("kube-proxy-iptables").unwrap()) as Box<dyn kpct::run::NodeProgrammer>],
+        &[Box::new(builtin("kube-proxy-iptables").unwrap()) as Box<dyn kpct::NodeProgrammer>],
         &opts,
     )
     .expect("bench suite runs");

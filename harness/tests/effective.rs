@@ -5,9 +5,9 @@
 
 mod common;
 
+use kpct::builtin;
 use kpct::kernel_features::require_ipvs;
 use kpct::programming::{apply, effective_state, EffectiveState, ReadOptions, Table};
-use kpct::proxier::builtin;
 use kpct::scenario;
 use kpct::topology::Topology;
 

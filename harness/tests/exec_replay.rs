@@ -2,18 +2,18 @@
 
 mod common;
 
+use kpct::drivers::exec::{input_for, ExecError, ExecOutcome, ExecProxier};
+use kpct::drivers::replay::{self, Replay};
 use kpct::netns::naming::RunPrefix;
 use kpct::netns::{install_signal_cleanup, Netns};
 use kpct::programming::{
     effective_state, Applier, ChainDecl, EffectiveState, IpSet, IpSetType, Programming,
     ReadOptions, Table, TableRules,
 };
-use kpct::proxier::exec::{input_for, ExecError, ExecOutcome, ExecProxier};
 use kpct::proxier::kube_proxy_iptables::KubeProxyIptables;
 use kpct::proxier::kube_proxy_nftables::KubeProxyNftables;
-use kpct::proxier::replay::{self, Replay};
-use kpct::proxier::Proxier;
 use kpct::scenario::cluster::{ClusterState, NodeContext};
+use kpct::Proxier;
 use std::path::{Path, PathBuf};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
@@ -32,13 +32,16 @@ fn scenario() -> (ClusterState, NodeContext) {
         env!("CARGO_MANIFEST_DIR"),
         "/../scenarios/clusterip-cross-node.yaml"
     );
-    let s = kpct::scenario::load(std::path::Path::new(path)).expect("scenario loads");
+    let s = kpct::load(std::path::Path::new(path)).expect("scenario loads");
     let node = kpct::scenario::node_context(&s, "node-a").expect("node-a");
     (kpct::scenario::cluster_state(&s), node)
 }
 
 fn exec(script: &str) -> ExecProxier {
-    ExecProxier::from_spec(&format!("exec:{FIXTURES}/exec/{script}")).unwrap()
+    kpct::ProxierSpec::parse_as::<kpct::drivers::ExecProxier>(&format!(
+        "exec:{FIXTURES}/exec/{script}"
+    ))
+    .unwrap()
 }
 
 /// An `exec:` proxier running `text`, written as the executable `name` in `dir`.
@@ -46,18 +49,15 @@ fn script_proxier(dir: &Path, name: &str, text: &str) -> ExecProxier {
     let script = dir.join(name);
     std::fs::write(&script, text).unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    ExecProxier::from_spec(&format!("exec:{}", script.display())).unwrap()
+    kpct::ProxierSpec::parse_as::<kpct::drivers::ExecProxier>(&format!("exec:{}", script.display()))
+        .unwrap()
 }
 
 /// Runs `s` against `proxier`, which must complete.
-fn run_with(s: &kpct::scenario::Scenario, proxier: &ExecProxier) -> kpct::run::ScenarioRun {
+fn run_with(s: &kpct::Scenario, proxier: &ExecProxier) -> kpct::ScenarioRun {
     tokio::runtime::Runtime::new()
         .unwrap()
-        .block_on(kpct::run::run_scenario(
-            s,
-            proxier,
-            kpct::probe::probe_timeout(),
-        ))
+        .block_on(kpct::run_scenario(s, proxier, kpct::probe::probe_timeout()))
         .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
@@ -227,7 +227,9 @@ fn scratch_dir(name: &str) -> PathBuf {
 #[test]
 fn replay_of_a_kube_proxy_iptables_node_reproduces_it() {
     let (cluster, node) = scenario();
-    let p = KubeProxyIptables.program(&cluster, &node).expect("program");
+    let p = KubeProxyIptables::default()
+        .program(&cluster, &node)
+        .expect("program");
     let live = netns("live");
     applier()
         .apply(&live, "node-a", &p, None)
@@ -262,10 +264,10 @@ fn replay_of_a_kube_proxy_iptables_node_reproduces_it() {
 /// and the replay puts both back (the IPv6 proxier's rules in ip6tables only).
 #[test]
 fn replay_of_a_dual_stack_iptables_node_reproduces_both_families() {
-    let s = kpct::scenario::load(Path::new("../scenarios/dual-stack-clusterip.yaml")).unwrap();
+    let s = kpct::load(Path::new("../scenarios/dual-stack-clusterip.yaml")).unwrap();
     let cluster = kpct::scenario::cluster_state(&s);
     let node = kpct::scenario::node_context(&s, "node-a").unwrap();
-    let p = kpct::proxier::families::program_node(&KubeProxyIptables, &cluster, &node)
+    let p = kpct::proxier::families::program_node(&KubeProxyIptables::default(), &cluster, &node)
         .expect("program");
     assert!(!p.ip6tables.is_empty(), "the IPv6 proxier writes ip6tables");
     let live = netns("live-dual");
@@ -298,11 +300,11 @@ fn replay_of_a_dual_stack_iptables_node_reproduces_both_families() {
 #[test]
 fn needs_ipvs_replay_of_a_dual_stack_ipvs_node_reproduces_both_families() {
     kpct::kernel_features::require_ipvs();
-    let s = kpct::scenario::load(Path::new("../scenarios/dual-stack-clusterip.yaml")).unwrap();
+    let s = kpct::load(Path::new("../scenarios/dual-stack-clusterip.yaml")).unwrap();
     let cluster = kpct::scenario::cluster_state(&s);
     let node = kpct::scenario::node_context(&s, "node-a").unwrap();
     let p = kpct::proxier::families::program_node(
-        &kpct::proxier::kube_proxy_ipvs::KubeProxyIpvs,
+        &kpct::proxier::kube_proxy_ipvs::KubeProxyIpvs::default(),
         &cluster,
         &node,
     )
@@ -351,7 +353,9 @@ fn needs_ipvs_replay_of_a_dual_stack_ipvs_node_reproduces_both_families() {
 #[test]
 fn replay_of_a_kube_proxy_nftables_node_reproduces_it() {
     let (cluster, node) = scenario();
-    let p = KubeProxyNftables.program(&cluster, &node).expect("program");
+    let p = KubeProxyNftables::default()
+        .program(&cluster, &node)
+        .expect("program");
     let live = netns("live-nft");
     applier()
         .apply(&live, "node-a", &p, None)
@@ -399,7 +403,9 @@ fn replay_of_a_kube_proxy_nftables_node_reproduces_it() {
 
 #[test]
 fn replay_fixture_applies_and_reports_file_lines() {
-    let replay = Replay::from_spec(&format!("replay:{FIXTURES}/replay")).unwrap();
+    let replay =
+        kpct::ProxierSpec::parse_as::<kpct::drivers::Replay>(&format!("replay:{FIXTURES}/replay"))
+            .unwrap();
     assert_eq!(replay.nodes().unwrap(), ["bad-node", "node-a"]);
     let ns = netns("fixture");
     let (report, state) = replay
@@ -438,7 +444,7 @@ async fn replay_carries_the_node_sysctls() {
         env!("CARGO_MANIFEST_DIR"),
         "/../scenarios/nodeport-localhost.yaml"
     );
-    let mut s = kpct::scenario::load(std::path::Path::new(path)).expect("scenario loads");
+    let mut s = kpct::load(std::path::Path::new(path)).expect("scenario loads");
     let probe = &mut s.probes[0];
     probe.expect = probe.expect_for.remove("kube-proxy-iptables");
     probe.expect_for.clear();
@@ -448,7 +454,9 @@ async fn replay_carries_the_node_sysctls() {
     let cluster = kpct::scenario::cluster_state(&s);
     for node in ["node-a", "node-b"] {
         let ctx = kpct::scenario::node_context(&s, node).expect("node");
-        let p = KubeProxyIptables.program(&cluster, &ctx).expect("program");
+        let p = KubeProxyIptables::default()
+            .program(&cluster, &ctx)
+            .expect("program");
         let live = netns(&format!("live-{node}"));
         applier().apply(&live, node, &p, None).expect("apply");
         replay::capture(&live, node, &dir, Default::default()).expect("capture");
@@ -460,13 +468,13 @@ async fn replay_carries_the_node_sysctls() {
     );
 
     let timeout = kpct::probe::probe_timeout();
-    let replayed = kpct::run::run_scenario(&s, &Replay::new(&dir), timeout)
+    let replayed = kpct::run_scenario(&s, &Replay::new(&dir), timeout)
         .await
         .expect("run");
     for node in ["node-a", "node-b"] {
         std::fs::remove_file(dir.join(node).join(replay::SYSCTL_FILE)).unwrap();
     }
-    let without = kpct::run::run_scenario(&s, &Replay::new(&dir), timeout)
+    let without = kpct::run_scenario(&s, &Replay::new(&dir), timeout)
         .await
         .expect("run");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -537,23 +545,31 @@ fn runs(args: &[&str]) -> bool {
 #[test]
 fn a_proxier_and_everything_it_started_end_with_its_run() {
     for (case, script, child) in [
-        ("hung", "sleep 3001 & echo $! > {dir}/child; wait", "3001"),
+        (
+            "hung",
+            "sleep 3001 & echo $! > \"$KPCT_SCRATCH/child\"; wait",
+            "3001",
+        ),
         (
             "backgrounded",
-            "sleep 3002 & echo $! > {dir}/child; exit 0",
+            "sleep 3002 & echo $! > \"$KPCT_SCRATCH/child\"; exit 0",
             "3002",
         ),
     ] {
-        let dir = scratch_dir(&format!("execgroup-{case}"));
-        let script = script.replace("{dir}", &dir.display().to_string());
-        let mut proxier = ExecProxier::new("sh", vec!["-c".into(), script]);
+        let ns = std::sync::Arc::new(netns("execgroup"));
+        let dir = ns.scratch_dir().unwrap().to_path_buf();
+        let mut proxier = ExecProxier::new("sh", vec!["-c".into(), script.into()]);
         proxier.timeout = std::time::Duration::from_millis(500);
         let (done, outcome) = std::sync::mpsc::channel();
         // Not a scoped thread: if the run hangs, the test fails after 30 s instead of hanging.
+        let in_thread = std::sync::Arc::clone(&ns);
         std::thread::spawn(move || {
             let (cluster, node) = scenario();
-            let ns = netns("execgroup");
-            let _ = done.send(proxier.run(&ns, &input_for(&cluster, &node)).map(|_| ()));
+            let _ = done.send(
+                proxier
+                    .run(&in_thread, &input_for(&cluster, &node))
+                    .map(|_| ()),
+            );
         });
         let result = outcome
             .recv_timeout(std::time::Duration::from_secs(30))
@@ -569,7 +585,6 @@ fn a_proxier_and_everything_it_started_end_with_its_run() {
             dir.join("child").exists(),
             "{case}: the script started its child"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
         assert!(
             !runs(&["sleep", child]),
             "{case}: the proxier's child still runs"
@@ -582,7 +597,7 @@ fn a_proxier_and_everything_it_started_end_with_its_run() {
 /// services needs IP_VS.
 #[test]
 fn needing_ipvs_is_decided_by_the_proxier_not_its_name() {
-    use kpct::proxier::needs_ipvs;
+    let needs_ipvs = |spec: &str| spec.parse::<kpct::ProxierSpec>().unwrap().needs_ipvs();
     let dir = scratch_dir("needs-ipvs");
     std::fs::create_dir_all(dir.join("node-a")).unwrap();
     let replay = format!("replay:{}", dir.display());
@@ -590,6 +605,7 @@ fn needing_ipvs_is_decided_by_the_proxier_not_its_name() {
     std::fs::write(dir.join("node-a/ipvsadm-Sn"), "-A -t 10.96.0.10:80 -s rr\n").unwrap();
     assert!(needs_ipvs(&replay), "a capture with an IPVS service");
     assert!(needs_ipvs("kube-proxy-ipvs"));
+    assert!(needs_ipvs("old=kube-proxy-ipvs@v1.34"));
     assert!(!needs_ipvs("kube-proxy-iptables"));
 
     // An exec proxier named like the IPVS one programs iptables only: kpct runs it.
@@ -663,7 +679,9 @@ fn a_huge_offending_line_is_quoted_short() {
 /// holds no capture file (here a link to /etc) is an error, not an empty node.
 #[test]
 fn replay_refuses_a_missing_directory_and_an_empty_node() {
-    let missing = Replay::from_spec("replay:/nonexistent/capture").unwrap_err();
+    let missing =
+        kpct::ProxierSpec::parse_as::<kpct::drivers::Replay>("replay:/nonexistent/capture")
+            .unwrap_err();
     assert_eq!(
         missing.to_string(),
         "replay: /nonexistent/capture is not a directory (expected one subdirectory per node)"
@@ -687,10 +705,11 @@ fn replay_refuses_a_missing_directory_and_an_empty_node() {
 
 /// An `exec:` proxier is confined to its node: it tries to enter the root namespace through its
 /// parent's `/proc/PID/ns/net`, another node's namespace through `/run/netns`, to load a kernel
-/// module, to write a host-wide sysctl and to change a device through `/sys`, and every
-/// attempt fails; it holds none of SYS_MODULE, SYS_ADMIN, SYS_PTRACE, its sysfs lists its
-/// node's links only, and every process it can see is in its node's network namespace. It
-/// still writes its own node's net.* sysctls.
+/// module, to write a host-wide sysctl, to change a device through `/sys`, and to write a file
+/// in `/etc`, `/root`, `/var/tmp`, `/tmp` and the repository, and every attempt fails; it
+/// holds none of SYS_MODULE, SYS_ADMIN, SYS_PTRACE, its sysfs lists its node's links only, and
+/// every process it can see is in its node's network namespace. It still writes its own
+/// node's net.* sysctls, and its scratch directory, which it finds again at its next sync.
 #[test]
 fn an_exec_proxier_cannot_leave_its_node() {
     let (cluster, node) = scenario();
@@ -699,14 +718,32 @@ fn an_exec_proxier_cannot_leave_its_node() {
         .unwrap();
     let other = netns("confined-other");
     let dir = scratch_dir("confined");
-    let report = dir.join("report");
     let script = dir.join("escape.sh");
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let pid = std::process::id();
+    let targets: Vec<PathBuf> = [
+        PathBuf::from("/etc"),
+        PathBuf::from("/root"),
+        PathBuf::from("/var/tmp"),
+        PathBuf::from("/tmp"),
+        dir.clone(),
+        repo.canonicalize().unwrap(),
+    ]
+    .iter()
+    .map(|d| d.join(format!("kpct-pwned-{pid}")))
+    .collect();
+    let writes: String = targets
+        .iter()
+        .map(|t| format!("try sh -c 'echo pwned > {}'\n", t.display()))
+        .collect();
     std::fs::write(
         &script,
         format!(
             r#"#!/bin/sh
-exec > {report} 2>&1
+exec > "$KPCT_SCRATCH/report" 2>&1
+if [ -e "$KPCT_SCRATCH/synced-before" ]; then echo "scratch kept"; exit 0; fi
 try() {{ if "$@" >/dev/null 2>&1; then echo "ESCAPED: $*"; else echo "refused: $*"; fi; }}
+{writes}touch "$KPCT_SCRATCH/synced-before" && echo "scratch: written"
 try nsenter --net=/proc/$PPID/ns/net true
 try nsenter --net=/run/netns/{other} true
 try test -e /run/netns/{other}
@@ -719,16 +756,26 @@ echo "links in sysfs: $(ls /sys/class/net | sort | tr '\n' ' ')"
 echo "net namespaces seen: $(for p in /proc/[0-9]*; do readlink $p/ns/net; done | sort -u | tr '\n' ' ')"
 echo 1 > /proc/sys/net/ipv4/ip_forward && echo "own sysctl: written"
 "#,
-            report = report.display(),
             other = other.name()
         ),
     )
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let outcome = ExecProxier::new(script.display().to_string(), vec![])
-        .run(&ns, &input_for(&cluster, &node));
+    let proxier = ExecProxier::new(script.display().to_string(), vec![]);
+    let outcome = proxier.run(&ns, &input_for(&cluster, &node));
+    let report = ns.scratch_dir().unwrap().join("report");
     let text = std::fs::read_to_string(&report).unwrap_or_default();
+    let written: Vec<&PathBuf> = targets.iter().filter(|t| t.exists()).collect();
+    for t in &written {
+        let _ = std::fs::remove_file(t);
+    }
+    let again = proxier.run(&ns, &input_for(&cluster, &node));
+    let second = std::fs::read_to_string(&report).unwrap_or_default();
     std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        written.is_empty(),
+        "written on the host: {written:?}\n{text}"
+    );
     assert!(
         matches!(outcome, Ok(ExecOutcome::SelfProgrammed)),
         "{outcome:?}\n{text}"
@@ -736,7 +783,17 @@ echo 1 > /proc/sys/net/ipv4/ip_forward && echo "own sysctl: written"
     assert!(!text.contains("ESCAPED"), "{text}");
     // finit_module fails with EPERM without CAP_SYS_MODULE (ENOSYS on a kernel without module
     // support, as on some CI hosts); the capability check says which capability it lacks.
-    assert_eq!(text.matches("refused: ").count(), 8, "{text}");
+    assert_eq!(
+        text.matches("refused: ").count(),
+        8 + targets.len(),
+        "{text}"
+    );
+    assert!(text.contains("scratch: written"), "{text}");
+    assert!(
+        matches!(again, Ok(ExecOutcome::SelfProgrammed)),
+        "{again:?}"
+    );
+    assert_eq!(second.trim(), "scratch kept");
     assert!(text.contains("links in sysfs: kpct-own0 lo \n"), "{text}");
     let own = std::fs::metadata(ns.path()).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
     assert!(
@@ -759,14 +816,11 @@ fn holder_of_an_exec_proxier() {
     let (cluster, node) = scenario();
     let ns = netns("exec-holder");
     let dir = scratch_dir(&format!("exec-holder-{marker}"));
-    let started = dir.join("started");
+    let started = ns.scratch_dir().unwrap().join("started");
     let proxier = script_proxier(
         &dir,
         "proxier.sh",
-        &format!(
-            "#!/bin/sh\nsleep 3600 &\ntouch {}\nexec sleep 3601\n",
-            started.display()
-        ),
+        "#!/bin/sh\nsleep 3600 &\ntouch \"$KPCT_SCRATCH/started\"\nexec sleep 3601\n",
     );
     let runner = std::thread::spawn(move || {
         let _ = proxier.run(&ns, &input_for(&cluster, &node));
@@ -833,8 +887,7 @@ else:
 print("*nat\n:%s - [0:0]\nCOMMIT" % chain)
 "#,
     );
-    let mut s =
-        kpct::scenario::load(Path::new("../scenarios/transition-service-deleted.yaml")).unwrap();
+    let mut s = kpct::load(Path::new("../scenarios/transition-service-deleted.yaml")).unwrap();
     s.probes.clear();
     s.steps[0].probes.clear();
     s.steps.push(kpct::scenario::Step {
@@ -874,22 +927,23 @@ print("*nat\n:%s - [0:0]\nCOMMIT" % chain)
 /// refused before anything is built.
 #[test]
 fn a_replay_holds_one_capture_per_step() {
-    let s =
-        kpct::scenario::load(Path::new("../scenarios/transition-service-deleted.yaml")).unwrap();
+    let s = kpct::load(Path::new("../scenarios/transition-service-deleted.yaml")).unwrap();
     let dir = scratch_dir("replay-steps");
-    let capture_state = |state: &kpct::scenario::Scenario, into: &Path| {
+    let capture_state = |state: &kpct::Scenario, into: &Path| {
         let cluster = kpct::scenario::cluster_state(state);
         for node in &state.topology.nodes {
             let ctx = kpct::scenario::node_context(state, &node.name).unwrap();
             let ns = netns(&format!("capture-{}", node.name));
-            let p = KubeProxyIptables.program(&cluster, &ctx).unwrap();
+            let p = KubeProxyIptables::default()
+                .program(&cluster, &ctx)
+                .unwrap();
             applier().apply(&ns, &node.name, &p, None).unwrap();
             replay::capture(&ns, &node.name, into, Default::default()).expect("capture");
         }
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let replay = Replay::new(&dir);
-    let Err(refused) = rt.block_on(kpct::run::run_scenario(
+    let Err(refused) = rt.block_on(kpct::run_scenario(
         &s,
         &replay,
         kpct::probe::probe_timeout(),
@@ -906,7 +960,7 @@ fn a_replay_holds_one_capture_per_step() {
         capture_state(&state, &dir.join(&step.name));
     }
     let run = rt
-        .block_on(kpct::run::run_scenario(
+        .block_on(kpct::run_scenario(
             &s,
             &replay,
             kpct::probe::probe_timeout(),
@@ -944,7 +998,7 @@ for sp in v6["servicePorts"]:
 print("*nft\n%s\nCOMMIT" % "\n".join(lines))
 "#,
     );
-    let mut s = kpct::scenario::load(Path::new(
+    let mut s = kpct::load(Path::new(
         "../scenarios/dual-stack-endpoints-per-family.yaml",
     ))
     .unwrap();
@@ -994,7 +1048,7 @@ for sp in cluster["servicePorts"]:
 print("*ip6:nat\n%s\nCOMMIT" % "\n".join(rules))
 "#,
     );
-    let s = kpct::scenario::load(Path::new(
+    let s = kpct::load(Path::new(
         "../scenarios/ipv6-only-clusterip-cross-node.yaml",
     ))
     .unwrap();
@@ -1009,22 +1063,26 @@ print("*ip6:nat\n%s\nCOMMIT" % "\n".join(rules))
 fn kpct_input_prints_what_an_exec_proxier_reads() {
     let dir = scratch_dir("input-recorded");
     let script = dir.join("record.sh");
+    let kept = dir.join("kept");
+    // Its only writable place is its node's scratch directory, kept after the run here.
     std::fs::write(
         &script,
-        "#!/bin/sh\ncat > \"$(mktemp \"$1/$KPCT_NODE.XXXXXX\")\"\n",
+        "#!/bin/sh\ncat > \"$(mktemp \"$KPCT_SCRATCH/$KPCT_NODE.XXXXXX\")\"\n",
     )
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let spec = format!("exec:{} {}", script.display(), dir.display());
+    let spec = format!("exec:{}", script.display());
     let scenario = "scenarios/transition-scale-down-up.yaml";
     // It programs nothing, so its probes fail; what it read is what counts.
     let _ = common::kpct_command(&["run", "--scenario", scenario, "--proxier", &spec])
         .env("KPCT_PROBE_TIMEOUT_MS", "100")
+        .env("KPCT_KEEP_SCRATCH", &kept)
         .output()
         .expect("kpct runs");
     for node in ["node-a", "node-b"] {
-        let received: Vec<String> = std::fs::read_dir(&dir)
+        let received: Vec<String> = std::fs::read_dir(&kept)
             .unwrap()
+            .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
             .map(|e| e.unwrap().path())
             .filter(|p| {
                 p.file_name()

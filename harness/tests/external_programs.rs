@@ -40,10 +40,11 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
     ("harness/src/operations/suite/vm_share.rs", "runner", &[]),
     // The real proxiers ci/real-proxiers.sh builds (target/real-proxiers/), asked for --version.
     ("harness/tests/real_proxiers_build.rs", "&path", &[]),
-    // The same, when a programming comparison asks a real kube-proxy for its version.
-    ("harness/src/programming_diff/mod.rs", "&real.binary", &[]),
+    // The same, when a real kube-proxy is asked for its version (its release, the programming
+    // comparison's key).
+    ("harness/src/drivers/real/mod.rs", "binary", &[]),
     // A replay capture's tools, passed through a closure.
-    ("harness/src/proxier/replay.rs", "program", &[]),
+    ("harness/src/drivers/replay.rs", "program", &[]),
     // The trace monitor: xtables-monitor, or nft where a node holds nftables tables.
     (
         "harness/src/trace/monitor.rs",
@@ -74,9 +75,9 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
         "Xtables::Ip6.save(backend)",
         &[],
     ),
-    ("harness/src/proxier/replay.rs", "backend.save()", &[]),
+    ("harness/src/drivers/replay.rs", "backend.save()", &[]),
     (
-        "harness/src/proxier/replay.rs",
+        "harness/src/drivers/replay.rs",
         "Xtables::Ip6.save(backend)",
         &[],
     ),
@@ -118,6 +119,8 @@ const INDIRECT: &[(&str, &str, &[&str])] = &[
         "env!(\"CARGO_BIN_EXE_kpct\")",
         &[],
     ),
+    // Every `kpct` command line the docs show, parsed (KPCT_PARSE_ONLY) by the binary itself.
+    ("harness/tests/docs.rs", "env!(\"CARGO_BIN_EXE_kpct\")", &[]),
 ];
 
 /// What `IptablesBackend::save`/`restore` return (the indirect backend calls above).

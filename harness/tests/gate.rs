@@ -59,7 +59,7 @@ fn a_baseline_run_fails_only_on_regressions() {
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
-        text.contains("REGRESSED: probe `pod-to-udp-clusterip-cross-node`\n    was: pass — delivered → dns-b\n    now: fail — dropped → no backend")
+        text.contains("REGRESSED: probe `pod-to-udp-clusterip-cross-node`\n    was: pass — delivered → dns-b\n    now: fail — rejected → no backend")
             && text.contains("2 regressed, 0 new failure(s)"),
         "{text}"
     );
@@ -84,7 +84,7 @@ fn a_baseline_run_fails_only_on_regressions() {
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(
         xml.contains("tests=\"2\" failures=\"0\" errors=\"0\" skipped=\"2\"")
-            && xml.contains("<skipped message=\"accepted by the baseline: clusterip-udp [gate]: probe `pod-to-udp-clusterip-cross-node`: expected delivery to one of [dns-b], observed dropped\""),
+            && xml.contains("<skipped message=\"accepted by the baseline: clusterip-udp [gate]: probe `pod-to-udp-clusterip-cross-node`: expected delivery to one of [dns-b], observed rejected\""),
         "{xml}"
     );
     let schema = std::process::Command::new("xmllint")

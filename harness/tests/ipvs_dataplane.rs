@@ -7,8 +7,8 @@ mod common;
 use common::udp_socket;
 use kpct::capture::{Capture, Flow};
 use kpct::kernel_features::require_ipvs;
-use kpct::scenario::Scenario;
 use kpct::topology::Topology;
+use kpct::Scenario;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
@@ -163,10 +163,10 @@ fn needs_ipvs_a_step_shows_the_same_whether_earlier_probe_connections_expired_or
             .replace("PAUSE", &pause.to_string())
             .replace("LAST", &last.to_string());
         let scenario = kpct::scenario::parse(&yaml, "drained.yaml").unwrap();
-        let proxier = kpct::proxier::builtin("kube-proxy-ipvs").unwrap();
+        let proxier = kpct::builtin("kube-proxy-ipvs").unwrap();
         let run = tokio::runtime::Runtime::new()
             .unwrap()
-            .block_on(kpct::run::run_scenario(
+            .block_on(kpct::run_scenario(
                 &scenario,
                 proxier.as_ref(),
                 kpct::probe::probe_timeout(),
@@ -188,6 +188,6 @@ fn needs_ipvs_a_step_shows_the_same_whether_earlier_probe_connections_expired_or
         "web-1 must be gone once the probe's connections expired: {:#?}",
         soon.steps[1].nodes
     );
-    let yaml = |o: &kpct::run::ScenarioObservation| serde_yaml_ng::to_string(o).unwrap();
+    let yaml = |o: &kpct::ScenarioObservation| serde_yaml_ng::to_string(o).unwrap();
     assert_eq!(yaml(&soon), yaml(&late));
 }

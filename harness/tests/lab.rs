@@ -3,12 +3,12 @@
 
 mod common;
 
+use kpct::builtin;
 use kpct::kernel_features::require_ipvs;
-use kpct::proxier::builtin;
 use std::process::Command;
 
 /// The IPv6-only twin of [`scenario`]: every address IPv6, ClusterIP fd00:10:96::2d.
-fn scenario6(name: &str) -> kpct::scenario::Scenario {
+fn scenario6(name: &str) -> kpct::Scenario {
     let text = format!(
         r#"
 name: {name}
@@ -28,7 +28,7 @@ services:
     kpct::scenario::parse(&text, &format!("{name}.yaml")).unwrap()
 }
 
-fn scenario(name: &str) -> kpct::scenario::Scenario {
+fn scenario(name: &str) -> kpct::Scenario {
     let text = format!(
         r#"
 name: {name}
@@ -82,7 +82,7 @@ async fn up_check_down(proxier: &str, check: &[(&[&str], &str)]) {
 /// `lab up` of the scenario `make` names, its troubleshooting commands, the `check`s, `lab down`.
 /// `tag` keeps the lab's name apart from another test's lab of the same proxier.
 async fn up_check_down_of(
-    make: fn(&str) -> kpct::scenario::Scenario,
+    make: fn(&str) -> kpct::Scenario,
     tag: &str,
     proxier: &str,
     check: &[(&[&str], &str)],
@@ -106,7 +106,13 @@ async fn up_check_down_of(
     );
     // Every troubleshooting command the lab prints works on what this proxier programmed.
     // (`in_node` asserts that each succeeds.)
-    for cmd in kpct::operations::lab::troubleshooting(proxier, &lab.families) {
+    let expected = match proxier {
+        "kube-proxy-ipvs" => kpct::operations::lab::Dataplane::Ipvs,
+        "kube-proxy-nftables" => kpct::operations::lab::Dataplane::Nftables,
+        _ => kpct::operations::lab::Dataplane::Iptables,
+    };
+    assert_eq!(lab.dataplane, expected, "read from what the nodes hold");
+    for cmd in kpct::operations::lab::troubleshooting(lab.dataplane, &lab.families) {
         in_node(&lab, &cmd.split(' ').collect::<Vec<_>>());
     }
     // The lab outlives its creator's cleanup registry, and `kpct cleanup` leaves it alone.
@@ -341,7 +347,7 @@ fn lab_up_with_backends_serves_until_stopped() {
             .output()
             .unwrap()
     };
-    let web = kpct::scenario::load(&file).unwrap();
+    let web = kpct::load(&file).unwrap();
     let pod = &web.topology.pods[0];
     let port = pod.ports[0].container_port;
     let direct = connect(&pod.ip.to_string(), port);
@@ -437,7 +443,7 @@ async fn lab_up_at_a_step_holds_the_state_after_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ipv6_only_labs_answer_troubleshooting_commands() {
     let lab = kpct::operations::lab::troubleshooting(
-        "kube-proxy-nftables",
+        kpct::operations::lab::Dataplane::Nftables,
         &[kpct::scenario::IpFamily::Ipv6],
     );
     assert!(lab.iter().all(|c| !c.contains(" ip kube-proxy")), "{lab:?}");
@@ -493,7 +499,7 @@ async fn a_lab_is_programmed_by_an_exec_proxier() {
         "exec:python3 {}/tests/fixtures/exec/minimal_proxier.py print",
         env!("CARGO_MANIFEST_DIR")
     );
-    let proxier = kpct::proxier::exec::ExecProxier::from_spec(&spec).unwrap();
+    let proxier = kpct::ProxierSpec::parse_as::<kpct::drivers::ExecProxier>(&spec).unwrap();
     let lab = kpct::operations::lab::up(&s, &proxier).await.unwrap();
     assert_eq!(lab.proxier, spec);
     let nat = in_node(&lab, &["iptables-save", "-t", "nat"]);

@@ -44,7 +44,7 @@ probes:
 
 async fn violations(proxier: &dyn Proxier) -> Vec<String> {
     let s = scenario::parse(SCENARIO, "mutation.yaml").unwrap();
-    kpct::run::run_scenario(&s, proxier, probe_timeout())
+    kpct::run_scenario(&s, proxier, probe_timeout())
         .await
         .unwrap()
         .violations
@@ -230,8 +230,8 @@ struct OptionIgnored {
 }
 
 impl Proxier for OptionIgnored {
-    fn name(&self) -> &'static str {
-        self.inner
+    fn name(&self) -> String {
+        self.inner.to_string()
     }
     fn program(
         &self,
@@ -296,8 +296,8 @@ impl LabelBlind {
 }
 
 impl Proxier for LabelBlind {
-    fn name(&self) -> &'static str {
-        self.inner
+    fn name(&self) -> String {
+        self.inner.to_string()
     }
     fn program(
         &self,
@@ -338,7 +338,7 @@ async fn serving_another_proxys_service_is_caught(proxier: &'static str) {
         env!("CARGO_MANIFEST_DIR")
     );
     let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
-    let run = kpct::run::run_scenario(&s, &LabelBlind::new(proxier, &s), probe_timeout())
+    let run = kpct::run_scenario(&s, &LabelBlind::new(proxier, &s), probe_timeout())
         .await
         .expect("run");
     for probe in [
@@ -393,8 +393,8 @@ impl StateEdited {
 }
 
 impl Proxier for StateEdited {
-    fn name(&self) -> &'static str {
-        self.inner
+    fn name(&self) -> String {
+        self.inner.to_string()
     }
     fn program(
         &self,
@@ -458,10 +458,10 @@ async fn needs_ipvs_a_weighted_real_server_breaks_the_round_and_another_order_do
 }
 
 /// Runs the library scenario `file` against `proxier`.
-async fn library_run(file: &str, proxier: &dyn Proxier) -> kpct::run::ScenarioRun {
+async fn library_run(file: &str, proxier: &dyn Proxier) -> kpct::ScenarioRun {
     let path = format!("{}/../scenarios/{file}", env!("CARGO_MANIFEST_DIR"));
     let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
-    kpct::run::run_scenario(&s, proxier, probe_timeout())
+    kpct::run_scenario(&s, proxier, probe_timeout())
         .await
         .expect("run")
 }
@@ -554,7 +554,7 @@ async fn the_affinity_timeout_scenario_needs_its_wait() {
     let mut s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
     assert_eq!(s.steps[0].wait_seconds, 20);
     s.steps[0].wait_seconds = 0;
-    let run = kpct::run::run_scenario(
+    let run = kpct::run_scenario(
         &s,
         builtin("kube-proxy-iptables").unwrap().as_ref(),
         probe_timeout(),
@@ -634,7 +634,7 @@ async fn ignoring_node_port_addresses_is_caught(proxier: &'static str) {
     ] {
         let path = format!("{}/../scenarios/{file}.yaml", env!("CARGO_MANIFEST_DIR"));
         let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
-        let run = kpct::run::run_scenario(&s, &ignoring, probe_timeout())
+        let run = kpct::run_scenario(&s, &ignoring, probe_timeout())
             .await
             .unwrap_or_else(|e| panic!("{file}: {e:#}"));
         assert!(
@@ -664,7 +664,7 @@ async fn mutated_run(
     file: &str,
     proxier: &'static str,
     mutate: fn(&mut kpct::programming::Programming) -> anyhow::Result<()>,
-) -> kpct::run::ScenarioRun {
+) -> kpct::ScenarioRun {
     let path = format!("{}/../scenarios/{file}", env!("CARGO_MANIFEST_DIR"));
     let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
     let broken = Mutated {
@@ -672,7 +672,7 @@ async fn mutated_run(
         inner: proxier,
         mutate,
     };
-    kpct::run::run_scenario(&s, &broken, probe_timeout())
+    kpct::run_scenario(&s, &broken, probe_timeout())
         .await
         .expect("run")
 }
@@ -790,7 +790,7 @@ async fn convergence_violations(
 ) -> Vec<String> {
     let path = format!("{}/../scenarios/{file}", env!("CARGO_MANIFEST_DIR"));
     let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
-    let intact = kpct::run::run_scenario(&s, builtin(proxier).unwrap().as_ref(), probe_timeout())
+    let intact = kpct::run_scenario(&s, builtin(proxier).unwrap().as_ref(), probe_timeout())
         .await
         .expect("run");
     assert_eq!(
@@ -803,7 +803,7 @@ async fn convergence_violations(
         inner: proxier,
         mutate,
     };
-    kpct::run::run_scenario(&s, &broken, probe_timeout())
+    kpct::run_scenario(&s, &broken, probe_timeout())
         .await
         .expect("run")
         .violations
@@ -960,10 +960,9 @@ async fn dropping_invalid_packets_despite_tcp_be_liberal_is_caught() {
         ),
         ("kube-proxy-nftables", nft_drop_invalid),
     ] {
-        let intact =
-            kpct::run::run_scenario(&s, builtin(proxier).unwrap().as_ref(), probe_timeout())
-                .await
-                .expect("run");
+        let intact = kpct::run_scenario(&s, builtin(proxier).unwrap().as_ref(), probe_timeout())
+            .await
+            .expect("run");
         assert_eq!(
             intact.violations,
             Vec::<String>::new(),
@@ -990,7 +989,10 @@ fn clear_tcp_entries_of_the_old_port(p: &mut kpct::programming::Programming) -> 
             orig_dst: Some("10.96.0.10".parse()?),
             orig_dport: 80,
             // No reply comes from this address: every entry goes.
-            serving: vec!["192.0.2.1".parse()?],
+            serving: vec![kpct::programming::Serving {
+                ip: "192.0.2.1".parse()?,
+                port: None,
+            }],
         });
     Ok(())
 }
@@ -1058,7 +1060,7 @@ async fn serving_node_ports_on_every_address_is_caught_in_nftables_mode() {
         env!("CARGO_MANIFEST_DIR")
     );
     let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
-    let run = kpct::run::run_scenario(&s, &every, probe_timeout())
+    let run = kpct::run_scenario(&s, &every, probe_timeout())
         .await
         .expect("run");
     assert!(
@@ -1140,7 +1142,7 @@ probes:
 
 async fn dual_stack_violations(proxier: &dyn Proxier) -> Vec<String> {
     let s = scenario::parse(DUAL_STACK, "mutation-dual-stack.yaml").unwrap();
-    kpct::run::run_scenario(&s, proxier, probe_timeout())
+    kpct::run_scenario(&s, proxier, probe_timeout())
         .await
         .unwrap()
         .violations
@@ -1337,4 +1339,189 @@ async fn forgetting_lb_ip_sources_is_caught_in_iptables_and_nftables_modes() {
 async fn needs_ipvs_forgetting_lb_ip_sources_is_caught() {
     require_ipvs();
     forgetting_lb_ip_sources_is_caught("kube-proxy-ipvs").await;
+}
+
+/// A UDP flow kept on a pod whose target port moves must reach the new port: a proxier whose
+/// conntrack cleanup compares the DNAT target's address alone (the built-ins before exploring
+/// found it) leaves the flow on the old port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cleanup_comparing_addresses_alone_is_caught() {
+    for proxier in ["kube-proxy-iptables", "kube-proxy-nftables"] {
+        mutation_is_caught(
+            "transition-udp-endpoint-port-moved.yaml",
+            proxier,
+            common::serving_address_alone,
+            &["move-target-port/resolver-again"],
+            "expected the backend to be reached on port 5354, observed client 10.244.1.10 -> port 5353",
+        )
+        .await;
+    }
+}
+
+/// v1.37 cuts a UDP flow to the ClusterIP of a Service left without a serving endpoint: a
+/// proxier that keeps such entries (v1.36's cleanup) fails the newest's expectation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keeping_flows_of_a_service_without_endpoints_is_caught() {
+    for proxier in ["kube-proxy-iptables", "kube-proxy-nftables"] {
+        mutation_is_caught(
+            "transition-udp-last-endpoint-gone.yaml",
+            proxier,
+            common::no_cleanup_without_endpoints,
+            &["last-endpoint-terminates/clusterip-flow-again"],
+            "expected outcome rejected, observed delivered",
+        )
+        .await;
+    }
+}
+
+/// A deleted Service's kept UDP flow goes on (the Service goes before its slices): a proxier
+/// that clears it fails the expectation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clearing_the_flows_of_a_deleted_service_is_caught() {
+    for proxier in ["kube-proxy-iptables", "kube-proxy-nftables"] {
+        mutation_is_caught(
+            "transition-udp-service-deleted.yaml",
+            proxier,
+            common::clear_flows_of_deleted_service,
+            &["delete-dns/flow-again"],
+            "expected delivery to one of [dns-1], observed dropped",
+        )
+        .await;
+    }
+}
+
+/// A node's own connection to a healthCheckNodePort is the node's health server's: a proxier
+/// that serves the port as a NodePort fails the expectation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_health_check_port_served_as_a_node_port_is_caught() {
+    mutation_is_caught(
+        "health-check-from-node.yaml",
+        "kube-proxy-iptables",
+        common::health_check_port_as_node_port,
+        &["node-a-with-endpoint"],
+        "expected outcome answeredByNode, observed delivered",
+    )
+    .await;
+}
+
+/// The release views judged as the newest release: an older built-in labelled as the newest.
+async fn older_release_run(
+    file: &str,
+    newest: &'static str,
+    older: &'static str,
+) -> kpct::ScenarioRun {
+    let path = format!("{}/../scenarios/{file}", env!("CARGO_MANIFEST_DIR"));
+    let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
+    let broken = Mutated {
+        name: newest,
+        inner: older,
+        mutate: common::unchanged,
+    };
+    kpct::run_scenario(&s, &broken, probe_timeout())
+        .await
+        .expect("run")
+}
+
+/// From v1.36 nftables mode masquerades a hairpin only for the node's own endpoints: the v1.35
+/// model, which masquerades a remote endpoint's own traffic too, fails the newest's
+/// expectation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn masquerading_a_remote_hairpin_in_nftables_mode_is_caught() {
+    let run = older_release_run(
+        "hairpin-etp-local-other-node.yaml",
+        "kube-proxy-nftables",
+        "kube-proxy-nftables@v1.35",
+    )
+    .await;
+    assert!(
+        run.violations
+            .iter()
+            .any(|v| v.contains("probe `pod-to-other-node-nodeport`")
+                && v.contains("expected source preserved")),
+        "{:#?}",
+        run.violations
+    );
+}
+
+/// Of an address listed terminating then running, the running copy serves (v1.36 and later):
+/// a proxier that keeps the first copy off its node (v1.35's cache) rejects the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keeping_the_first_copy_of_an_address_is_caught() {
+    for (newest, older) in [
+        ("kube-proxy-iptables", "kube-proxy-iptables@v1.35"),
+        ("kube-proxy-nftables", "kube-proxy-nftables@v1.35"),
+    ] {
+        let run =
+            older_release_run("terminating-and-running-same-address.yaml", newest, older).await;
+        assert!(
+            run.violations
+                .iter()
+                .any(|v| v.contains("probe `from-another-node`")
+                    && v.contains("expected delivery to one of [web-1], observed rejected")),
+            "{newest}: {:#?}",
+            run.violations
+        );
+        assert!(
+            !run.violations.iter().any(|v| v.contains("from-its-node")),
+            "on its own node the later, local copy wins in v1.35 too: {:#?}",
+            run.violations
+        );
+    }
+}
+
+/// A ClusterIP Service labelled headless is served, and a slice labelled service-proxy-name
+/// used (v1.36 and later): a proxier that filters both (v1.35's informers) fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filtering_the_headless_label_on_services_is_caught() {
+    for (newest, older) in [
+        ("kube-proxy-iptables", "kube-proxy-iptables@v1.35"),
+        ("kube-proxy-nftables", "kube-proxy-nftables@v1.35"),
+    ] {
+        let run = older_release_run("service-headless-label.yaml", newest, older).await;
+        for probe in ["labelled-service", "proxy-name-slice"] {
+            assert!(
+                run.violations
+                    .iter()
+                    .any(|v| v.contains(&format!("probe `{probe}`"))),
+                "{newest} {probe}: {:#?}",
+                run.violations
+            );
+        }
+    }
+}
+
+/// With `--nodeport-addresses` leaving the node IP out, nothing listens for health checks
+/// there (kube-proxy's health server binds the addresses it selects): the built-in's program
+/// run as an `exec:` proxier, for which kpct's stand-in health server listens on every address,
+/// is answered on the node IP, and fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_health_server_on_every_address_is_caught() {
+    let path = format!(
+        "{}/../scenarios/health-check-node-port-addresses.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let s = scenario::load(std::path::Path::new(&path)).expect("a library scenario");
+    let everywhere = kpct::ProxierSpec::parse_as::<kpct::drivers::ExecProxier>(&format!(
+        "exec:{} as-exec kube-proxy-iptables",
+        env!("CARGO_BIN_EXE_kpct")
+    ))
+    .expect("an exec: proxier");
+    let run = kpct::run_scenario(&s, &everywhere, probe_timeout())
+        .await
+        .expect("run");
+    assert!(
+        run.violations
+            .iter()
+            .any(|v| v.contains("probe `health-check-on-node-ip`")
+                && v.contains("expected outcome rejected, observed answered-by-node")),
+        "{:#?}",
+        run.violations
+    );
+    assert!(
+        !run.violations
+            .iter()
+            .any(|v| v.contains("nodeport-on-node-ip")),
+        "the programming itself is the built-in's: {:#?}",
+        run.violations
+    );
 }

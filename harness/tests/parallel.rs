@@ -16,7 +16,7 @@ use kpct::proxier::{builtin, Proxier};
 use kpct::report::document::{self, Format};
 use kpct::report::{Results, Style};
 use kpct::run::{NodeProgrammer, Timing};
-use kpct::scenario::Scenario;
+use kpct::Scenario;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
@@ -39,7 +39,7 @@ fn scenario_file(name: &str) -> PathBuf {
 fn scenarios(names: &[&str]) -> Vec<Scenario> {
     names
         .iter()
-        .map(|n| kpct::scenario::load(&scenario_file(n)).unwrap_or_else(|e| panic!("{e}")))
+        .map(|n| kpct::load(&scenario_file(n)).unwrap_or_else(|e| panic!("{e}")))
         .collect()
 }
 
@@ -236,12 +236,57 @@ fn a_stopped_parallel_run_reports_what_a_stopped_serial_run_does() {
 
 #[test]
 fn a_soak_on_four_workers_has_no_divergent_run() {
-    let scenario = &scenarios(&["externalip-basic"])[0];
+    let scenarios = scenarios(&["externalip-basic", "clusterip-cross-node"]);
     let proxier = builtin("kube-proxy-iptables").unwrap();
-    let report = kpct::operations::soak::soak(scenario, &proxier, 8, 4, probe_timeout()).unwrap();
-    println!("{}", report.render(&scenario.name, proxier.name()));
-    assert_eq!((report.runs, report.identical), (8, 8));
-    assert!(report.divergences.is_empty());
+    let mut heard = Vec::new();
+    let report = kpct::operations::soak::soak(
+        &scenarios,
+        &proxier,
+        4,
+        4,
+        probe_timeout(),
+        &mut |ended, total| heard.push((ended, total)),
+    )
+    .unwrap();
+    println!("{}", report.render(&proxier.name(), ""));
+    assert_eq!((report.runs(), report.divergent()), (8, 0));
+    assert!(report.scenarios.iter().all(|s| s.identical == 4));
+    assert_eq!(heard.last(), Some(&(8, 8)), "progress heard every run");
+}
+
+/// Calls of [`alternating_masquerade`] so far.
+static PROGRAMMINGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A proxier made nondeterministic: the nodes of every other run (two programmings per run of
+/// a two-node scenario without steps, at -j 1) lack the service MASQUERADE rule, so a run's
+/// observations depend on how many ran before it.
+fn alternating_masquerade(p: &mut kpct::programming::Programming) -> anyhow::Result<()> {
+    if PROGRAMMINGS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) / 2 % 2 == 1 {
+        common::drop_postrouting_masquerade(p)?;
+    }
+    Ok(())
+}
+
+/// A soak finds a proxier whose observations change from pass to pass, and says which
+/// scenario and pass, with the difference.
+#[test]
+fn a_soak_finds_a_nondeterministic_proxier() {
+    let scenarios = scenarios(&["nodeport-external-each-node"]);
+    let proxier = common::Mutated {
+        name: "kube-proxy-iptables",
+        inner: "kube-proxy-iptables",
+        mutate: alternating_masquerade,
+    };
+    let report =
+        kpct::operations::soak::soak(&scenarios, &proxier, 4, 1, probe_timeout(), &mut |_, _| {})
+            .unwrap();
+    let text = report.render("alternating", "");
+    assert!(report.divergent() > 0, "{text}");
+    assert!(
+        text.contains("nodeport-external-each-node:\n--- pass 1\n+++ pass 2"),
+        "{text}"
+    );
+    assert!(text.contains("masqueraded"), "{text}");
 }
 
 #[test]

@@ -4,7 +4,8 @@
 mod common;
 
 use kpct::backends::Backends;
-use kpct::observe::{observe_probe, Verdict};
+use kpct::document::Verdict;
+use kpct::observe::observe_probe;
 use kpct::probe::{self, packet::ProbePacket};
 use kpct::scenario::{self, Protocol, Scenario};
 use kpct::topology::Topology;
@@ -40,12 +41,12 @@ fn scenario() -> Scenario {
     scenario::parse(SCENARIO, "probe-test.yaml").expect("scenario is valid")
 }
 
-async fn observe(name: &str) -> kpct::observe::ProbeObservation {
+async fn observe(name: &str) -> kpct::document::ProbeObservation {
     observe_in(&scenario(), name).await
 }
 
 /// Fires probe `name` of `s` in its freshly built topology, with no proxier.
-async fn observe_in(s: &Scenario, name: &str) -> kpct::observe::ProbeObservation {
+async fn observe_in(s: &Scenario, name: &str) -> kpct::document::ProbeObservation {
     let topo = Topology::build(s).await.unwrap();
     let _servers = Backends::start(&topo, &s.topology.pods).unwrap();
     let index = s.probes.iter().position(|p| p.name == name).unwrap();
@@ -90,9 +91,16 @@ async fn a_port_without_listener_is_refused_by_the_backend() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_address_nobody_owns_times_out_as_dropped() {
+/// The node that owns the subnet gives up resolving the address (the suite's neighbour retries
+/// are short, so this comes before the probe's timeout) and answers host unreachable from its
+/// overlay address.
+async fn an_address_nobody_owns_is_unreachable() {
     let obs = observe("nobody-home").await;
-    assert_eq!(obs.shots[0].verdict, Verdict::Dropped, "{obs:#?}");
+    assert_eq!(obs.shots[0].verdict, Verdict::Rejected, "{obs:#?}");
+    assert_eq!(
+        obs.shots[0].reply.as_deref(),
+        Some("icmp-unreachable code 1 from 10.244.2.0")
+    );
     assert_eq!(obs.backends, Vec::<String>::new());
 }
 
@@ -143,7 +151,7 @@ probes:
   - { name: tcp4, from: { pod: a1 }, to: { ip: 10.244.2.10, dport: 8080 } }
 "#;
 
-async fn observe6(name: &str) -> kpct::observe::ProbeObservation {
+async fn observe6(name: &str) -> kpct::document::ProbeObservation {
     let s = scenario::parse(DUAL_STACK, "probe-test-dual-stack.yaml").expect("scenario is valid");
     observe_in(&s, name).await
 }
@@ -272,5 +280,47 @@ async fn a_half_open_connection_leaves_nothing_for_the_next_probe() {
         verdicts("1").await,
         [Verdict::Delivered, Verdict::DeliveredNoReply],
         "the kernel default keeps the first SYN's request socket, which answers the second"
+    );
+}
+
+/// A flow the proxier refuses to open is that probe's outcome (judged as any probe's), not an
+/// error of the run; a later `continue` of it sends nothing and is recorded as such.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_flow_that_never_opens_is_an_outcome_not_an_error() {
+    let text = concat!(
+        crate::two_nodes!(),
+        r#"  pods:
+    - { name: client, node: node-a, ip: 10.244.1.10 }
+services:
+  - name: empty
+    spec:
+      clusterIP: 10.96.0.10
+      selector: { app: nothing }
+      ports: [{ name: http, port: 80, targetPort: 8080 }]
+probes:
+  - name: open
+    from: { pod: client }
+    to: { service: empty, port: http }
+    keep: session
+    expect: { outcome: rejected }
+steps:
+  - name: later
+    probes:
+      - name: again
+        continue: session
+        expect: { outcome: dropped }
+"#
+    );
+    let s = kpct::scenario::parse(text, "never-opened.yaml").expect("valid");
+    let proxier = kpct::builtin("kube-proxy-iptables").expect("built-in");
+    let run = kpct::run_scenario(&s, &proxier, kpct::probe::probe_timeout())
+        .await
+        .expect("the run completes");
+    assert!(run.violations.is_empty(), "{:#?}", run.violations);
+    let again = &run.observation.steps[0].probes[0];
+    assert_eq!(
+        again.all[0].reply.as_deref(),
+        Some(kpct::probe::NEVER_OPENED),
+        "{again:#?}"
     );
 }

@@ -25,7 +25,7 @@ fn prints_what_the_proxier_programs_in_the_text_format() {
     let body = text
         .strip_prefix("# node node-a: kube-proxy-iptables\n")
         .unwrap_or_else(|| panic!("{text}"));
-    let s = kpct::scenario::load(std::path::Path::new(concat!(
+    let s = kpct::load(std::path::Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../scenarios/clusterip-udp.yaml"
     )))

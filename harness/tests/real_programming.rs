@@ -10,8 +10,7 @@
 //! (the whole library: no undeclared difference for either version or mode).
 
 use kpct::programming_diff::{self, Declared, RealKey};
-use kpct::proxier::real::RealProxier;
-use kpct::run::NodeProgrammer;
+use kpct::NodeProgrammer;
 use std::path::PathBuf;
 
 const SCENARIOS: [&str; 5] = [
@@ -24,15 +23,15 @@ const SCENARIOS: [&str; 5] = [
 
 fn compare(spec: &str) {
     kpct::netns::install_signal_cleanup();
-    let real = RealProxier::from_spec(spec)
+    let real = kpct::ProxierSpec::parse_as::<kpct::drivers::RealProxier>(spec)
         .unwrap_or_else(|e| panic!("{e:#} (ci/install-deps.sh runs ci/real-proxiers.sh)"));
     let key = RealKey::of(&real).expect("the binary answers --version");
-    let builtin = kpct::proxier::builtin(&real.expectations_of()).expect("a built-in of the mode");
+    let builtin = kpct::builtin(&real.expectations_of()).expect("a built-in of the mode");
     let rt = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let mut all = Declared::default();
     for name in SCENARIOS {
         let path = PathBuf::from("../scenarios").join(format!("{name}.yaml"));
-        let scenario = kpct::scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let scenario = kpct::load(&path).unwrap_or_else(|e| panic!("{e}"));
         let differences = rt
             .block_on(programming_diff::diff_programming(
                 &scenario, &real, &builtin,
@@ -103,10 +102,11 @@ fn another_masquerade_bit_is_an_undeclared_difference() {
         "kube-proxy:iptables:v1.37.2 --config-patch={}",
         patch.display()
     );
-    let real = RealProxier::from_spec(&spec).unwrap_or_else(|e| panic!("{e:#}"));
+    let real = kpct::ProxierSpec::parse_as::<kpct::drivers::RealProxier>(&spec)
+        .unwrap_or_else(|e| panic!("{e:#}"));
     let key = RealKey::of(&real).expect("the binary answers --version");
-    let builtin = kpct::proxier::builtin("kube-proxy-iptables").expect("the built-in");
-    let scenario = kpct::scenario::load(&PathBuf::from("../scenarios/clusterip-cross-node.yaml"))
+    let builtin = kpct::builtin("kube-proxy-iptables").expect("the built-in");
+    let scenario = kpct::load(&PathBuf::from("../scenarios/clusterip-cross-node.yaml"))
         .unwrap_or_else(|e| panic!("{e}"));
     let differences = tokio::runtime::Runtime::new()
         .expect("a tokio runtime")

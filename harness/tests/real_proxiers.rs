@@ -4,9 +4,9 @@ mod common;
 
 use common::processes::{descendants, wait_for_descendants, Watched};
 use common::{kube_proxy_binary, library_scenario as scenario};
+use kpct::drivers::real::process::ProxierProcess;
 use kpct::netns::naming::RunPrefix;
 use kpct::netns::{install_signal_cleanup, Netns};
-use kpct::proxier::real::process::ProxierProcess;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -47,7 +47,15 @@ fn an_exit_is_seen_with_the_last_words() {
         "#!/bin/sh\nhead -c 61440 /dev/zero | tr '\\0' '\\n' >&2\necho 'bad flag: boom' >&2\nexit 3\n",
     );
     for round in 0..100 {
-        let process = ProxierProcess::start(&ns, "crashing", &crashing, &[], &[]).unwrap();
+        let process = ProxierProcess::start(
+            &ns,
+            "crashing",
+            ns.scratch_dir().unwrap(),
+            &crashing,
+            &[],
+            &[],
+        )
+        .unwrap();
         // Woken the moment the exit is known, as the sync waits are.
         let status = process.wait_exit(Duration::from_secs(30));
         assert_eq!(status.and_then(|s| s.code()), Some(3));
@@ -89,13 +97,22 @@ try python3 -c 'import sys; e=int(open("/proc/self/status").read().split("CapEff
 echo "links in sysfs: $(ls /sys/class/net | sort | tr '\n' ' ')"
 echo "net namespaces seen: $(for p in /proc/[0-9]*; do readlink $p/ns/net; done | sort -u | tr '\n' ' ')"
 echo 1 > /proc/sys/net/ipv4/ip_forward && echo "own sysctl: written"
+echo proxier > "$KPCT_SCRATCH/own" && echo "scratch: written"
 "#,
             other = other.name(),
             host_file = host_file.display(),
             dir = dir.display(),
         ),
     );
-    let process = ProxierProcess::start(&ns, "probe on node-a", &probe, &[], &[]).unwrap();
+    let process = ProxierProcess::start(
+        &ns,
+        "probe on node-a",
+        ns.scratch_dir().unwrap(),
+        &probe,
+        &[],
+        &[],
+    )
+    .unwrap();
     let status = process.wait_exit(Duration::from_secs(30));
     let text = process.log_tail(100);
     let host_after = std::fs::read_to_string(&host_file).unwrap();
@@ -113,6 +130,7 @@ echo 1 > /proc/sys/net/ipv4/ip_forward && echo "own sysctl: written"
         "every process it sees is in its node's namespace: {text}"
     );
     assert!(text.contains("own sysctl: written"), "{text}");
+    assert!(text.contains("scratch: written"), "{text}");
     assert_eq!(ns.get_sysctl("net.ipv4.ip_forward").unwrap(), "1");
 }
 
@@ -130,7 +148,9 @@ fn holder_of_a_real_proxier() {
         "proxier.sh",
         "#!/bin/sh\nsleep 3600 &\necho \"child $!\"\nexec sleep 3601\n",
     );
-    let process = ProxierProcess::start(&ns, "holder", &proxier, &[], &[]).unwrap();
+    let process =
+        ProxierProcess::start(&ns, "holder", ns.scratch_dir().unwrap(), &proxier, &[], &[])
+            .unwrap();
     loop {
         let log = process.log_tail(10);
         if log.contains("child") {
@@ -171,8 +191,8 @@ fn a_real_proxier_dies_with_kpct_even_by_sigkill() {
     );
 }
 
-fn real(mode: &str, binary: &Path, timeout: Duration) -> kpct::proxier::real::RealProxier {
-    let mut p = kpct::proxier::real::RealProxier::from_spec(&format!(
+fn real(mode: &str, binary: &Path, timeout: Duration) -> kpct::drivers::real::RealProxier {
+    let mut p = kpct::ProxierSpec::parse_as::<kpct::drivers::RealProxier>(&format!(
         "kube-proxy:{mode}:{}",
         binary.display()
     ))
@@ -182,13 +202,13 @@ fn real(mode: &str, binary: &Path, timeout: Duration) -> kpct::proxier::real::Re
 }
 
 fn run(
-    s: &kpct::scenario::Scenario,
-    p: &kpct::proxier::real::RealProxier,
-) -> anyhow::Result<kpct::run::ScenarioRun> {
+    s: &kpct::Scenario,
+    p: &kpct::drivers::real::RealProxier,
+) -> anyhow::Result<kpct::ScenarioRun> {
     install_signal_cleanup();
     tokio::runtime::Runtime::new()
         .unwrap()
-        .block_on(kpct::run::run_scenario(s, p, kpct::probe::probe_timeout()))
+        .block_on(kpct::run_scenario(s, p, kpct::probe::probe_timeout()))
 }
 
 /// Nothing of this test process's runs is left: no namespace, no proxier process.

@@ -7,8 +7,7 @@
 
 mod common;
 
-use kpct::proxier::real::RealProxier;
-use kpct::run::NodeProgrammer;
+use kpct::NodeProgrammer;
 use std::path::PathBuf;
 
 /// Held by the runs in the emulated VM, one at a time: real proxiers of several scenarios at
@@ -19,12 +18,12 @@ fn run(file: &str, spec: &str, alone: bool) {
     let _alone = alone.then(|| ALONE.lock().unwrap_or_else(|e| e.into_inner()));
     kpct::netns::install_signal_cleanup();
     let path = PathBuf::from("../scenarios").join(file);
-    let scenario = kpct::scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let proxier = RealProxier::from_spec(spec)
+    let scenario = kpct::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let proxier = kpct::ProxierSpec::parse_as::<kpct::drivers::RealProxier>(spec)
         .unwrap_or_else(|e| panic!("{e:#} (ci/install-deps.sh runs ci/real-proxiers.sh)"));
     let outcome = tokio::runtime::Runtime::new()
         .expect("a tokio runtime")
-        .block_on(kpct::run::run_scenario(
+        .block_on(kpct::run_scenario(
             &scenario,
             &proxier,
             kpct::probe::probe_timeout(),
@@ -40,10 +39,16 @@ fn run(file: &str, spec: &str, alone: bool) {
         common::fail_with_report(&run, &format!("{file} against {spec}"));
     }
     let builtin = proxier.expectations_of();
-    let golden = PathBuf::from("../snapshots").join(format!("{}@{builtin}.snap", scenario.name));
+    let goldens = kpct::release::golden_names(&scenario.name, &builtin);
+    let golden = goldens
+        .iter()
+        .map(|name| PathBuf::from("../snapshots").join(name))
+        .find(|path| path.exists())
+        .unwrap_or_else(|| panic!("no golden of {builtin}: {goldens:?}"));
     let golden = std::fs::read_to_string(&golden)
         .unwrap_or_else(|e| panic!("reading {}: {e}", golden.display()));
-    let differences = kpct::run::behaviour_differences(&golden, &yaml).expect("documents read");
+    let differences =
+        kpct::document::behaviour_differences(&golden, &yaml).expect("documents read");
     assert!(
         differences.is_empty(),
         "{spec} behaves otherwise than {builtin} (- the built-in's golden, + the real one):\n{}",

@@ -12,14 +12,15 @@
 mod common;
 
 use common::{drop_postrouting_masquerade, Mutated};
-use kpct::observe::{ProbeObservation, ShotObservation, Verdict};
+use kpct::document::{ProbeObservation, ShotObservation, Verdict};
 use kpct::probe::probe_timeout;
 use kpct::programming::Programming;
 use kpct::provenance::Environment;
 use kpct::proxier::{builtin, Proxier};
 use kpct::report::document::{self, Format};
 use kpct::report::{Results, RunError};
-use kpct::run::{ScenarioObservation, ScenarioRun};
+use kpct::ScenarioObservation;
+use kpct::ScenarioRun;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,10 +49,9 @@ struct RealRuns {
 fn real() -> &'static RealRuns {
     static RUNS: OnceLock<RealRuns> = OnceLock::new();
     RUNS.get_or_init(|| {
-        let scenario = kpct::scenario::load(Path::new(SCENARIO)).unwrap();
+        let scenario = kpct::load(Path::new(SCENARIO)).unwrap();
         let rt = tokio::runtime::Runtime::new().unwrap();
-        let run =
-            |p: &dyn Proxier| rt.block_on(kpct::run::run_scenario(&scenario, p, probe_timeout()));
+        let run = |p: &dyn Proxier| rt.block_on(kpct::run_scenario(&scenario, p, probe_timeout()));
         let intact = run(builtin("kube-proxy-iptables").unwrap().as_ref()).unwrap();
         let broken = run(&Mutated {
             name: BROKEN,
@@ -211,14 +211,14 @@ fn report_of_a_failing_run_shows_expectation_observation_and_kernel_state() {
 /// counters from `ip6tables-save -c`: every IPv6 SYN of the probe took the NodePort path.
 #[test]
 fn evidence_of_an_ipv6_probe_shows_ip6tables_rules_with_counters() {
-    let scenario = kpct::scenario::load(Path::new(concat!(
+    let scenario = kpct::load(Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../scenarios/ipv6-nodeport-external.yaml"
     )))
     .unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let broken = rt
-        .block_on(kpct::run::run_scenario(
+        .block_on(kpct::run_scenario(
             &scenario,
             &Mutated {
                 name: BROKEN,
@@ -306,7 +306,7 @@ fn an_unknown_report_format_fails_before_anything_runs() {
 #[test]
 fn needs_ipvs_report_shows_ipvs_virtual_services_and_ipsets() {
     kpct::kernel_features::require_ipvs();
-    let scenario = kpct::scenario::load(Path::new(SCENARIO)).unwrap();
+    let scenario = kpct::load(Path::new(SCENARIO)).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let broken = Mutated {
         name: "kube-proxy-ipvs-without-masquerade",
@@ -314,7 +314,7 @@ fn needs_ipvs_report_shows_ipvs_virtual_services_and_ipsets() {
         mutate: drop_postrouting_masquerade,
     };
     let run = rt
-        .block_on(kpct::run::run_scenario(&scenario, &broken, probe_timeout()))
+        .block_on(kpct::run_scenario(&scenario, &broken, probe_timeout()))
         .unwrap();
     assert!(!run.violations.is_empty(), "the mutation is caught");
     let md = document::render(Format::Markdown, &results(&[run], &[]));
@@ -684,13 +684,13 @@ async fn a_convergence_failure_fails_every_output() {
         "{}/../scenarios/transition-scale-down-up.yaml",
         env!("CARGO_MANIFEST_DIR")
     );
-    let s = kpct::scenario::load(std::path::Path::new(&path)).expect("a library scenario");
+    let s = kpct::load(std::path::Path::new(&path)).expect("a library scenario");
     let broken = common::Mutated {
         name: "kube-proxy-iptables",
         inner: "kube-proxy-iptables",
         mutate: common::keep_stale_chains,
     };
-    let run = kpct::run::run_scenario(&s, &broken, kpct::probe::probe_timeout())
+    let run = kpct::run_scenario(&s, &broken, kpct::probe::probe_timeout())
         .await
         .expect("run");
     assert!(
@@ -900,7 +900,7 @@ fn the_trace_command_of_a_step_probe_names_its_step_and_traces_it() {
         env!("CARGO_MANIFEST_DIR"),
         "/../scenarios/transition-udp-endpoint-replaced.yaml"
     );
-    let scenario = kpct::scenario::load(Path::new(path)).unwrap();
+    let scenario = kpct::load(Path::new(path)).unwrap();
     let broken = Mutated {
         name: "kube-proxy-iptables-without-conntrack-cleanup",
         inner: "kube-proxy-iptables",
@@ -908,7 +908,7 @@ fn the_trace_command_of_a_step_probe_names_its_step_and_traces_it() {
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let run = rt
-        .block_on(kpct::run::run_scenario(&scenario, &broken, probe_timeout()))
+        .block_on(kpct::run_scenario(&scenario, &broken, probe_timeout()))
         .unwrap();
     let mut r = Results::new(vec![run.clone()], Vec::new(), environment());
     r.files.insert(
@@ -1092,7 +1092,7 @@ fn screenshot(dir: &Path, name: &str, html: &str) -> PathBuf {
 /// a Mermaid flowchart.
 #[test]
 fn the_report_draws_the_failing_path_with_the_wrong_hop_marked_in_a_browser() {
-    let scenario = kpct::scenario::load(Path::new(SCENARIO)).unwrap();
+    let scenario = kpct::load(Path::new(SCENARIO)).unwrap();
     let broken = Mutated {
         name: BROKEN,
         inner: "kube-proxy-iptables",

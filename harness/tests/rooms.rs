@@ -40,3 +40,31 @@ fn a_circle_between_two_rooms_fails_the_check() {
     assert!(text.contains("circle of files: a ↔ b"), "{text}");
     assert!(!text.contains("c ↔"), "{text}");
 }
+
+/// A circle between two files of one room fails too, in `scenario/` as anywhere (it was once
+/// exempt there).
+#[test]
+fn a_circle_between_two_files_of_one_room_fails_the_check() {
+    let dir = std::env::temp_dir().join(format!("kpct-rooms-files-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("scenario")).unwrap();
+    std::fs::write(dir.join("lib.rs"), "mod scenario;\n").unwrap();
+    std::fs::write(dir.join("scenario/mod.rs"), "mod x;\nmod y;\n").unwrap();
+    std::fs::write(
+        dir.join("scenario/x.rs"),
+        "use super::y::Y;\npub struct X;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("scenario/y.rs"),
+        "use super::x::X;\npub struct Y;\n",
+    )
+    .unwrap();
+    let out = rooms(&["--check", "--root", dir.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        text.contains("circle of files: scenario/x ↔ scenario/y"),
+        "{text}"
+    );
+}

@@ -312,7 +312,7 @@ const BAD: &[(&str, &str)] = &[
          tests/fixtures/bad/several-problems.yaml:16:7: services[0].spec.clusterIP: `10.96.0.010` is neither an IP address (IPv4: four decimal numbers 0-255, no leading zeros) nor \"None\"\n\
          tests/fixtures/bad/several-problems.yaml:17:26: services[0].spec.ports[0].protocol: unknown variant `tcp`, expected one of `TCP`, `UDP`, `SCTP`\n\
          tests/fixtures/bad/several-problems.yaml:21:37: probes[0].to.node: unknown node `node-z`\n\
-         tests/fixtures/bad/several-problems.yaml:23:7: probes[0].expectFor.kube-proxy-ipv: unknown proxier `kube-proxy-ipv`: expected a built-in (kube-proxy-ipvs, kube-proxy-iptables, kube-proxy-nftables) or an `exec:PROGRAM` / `replay:DIRECTORY` label",
+         tests/fixtures/bad/several-problems.yaml:23:7: probes[0].expectFor.kube-proxy-ipv: unknown proxier `kube-proxy-ipv`: expected a built-in (kube-proxy-ipvs, kube-proxy-iptables, kube-proxy-nftables), one at a release range (`kube-proxy-iptables@..v1.36`), a release range alone (`@v1.37`), or an `exec:PROGRAM` / `replay:DIRECTORY` label",
     ),
     (
         "proxier-options.yaml",
@@ -625,29 +625,34 @@ fn scenarios_built_in_code_validate_without_line_numbers() {
     );
 }
 
-/// The README's scenario table is generated from the files; a stale one fails here.
+/// The documents' generated parts (the scenario table, the field reference, the known
+/// differences) are generated from the files; a stale one fails here.
 #[test]
-fn readme_scenario_table_is_current() {
+fn generated_documentation_is_current() {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
-    let expected = kpct::operations::scenario_table::regenerate(&readme, &repo).unwrap();
-    assert!(
-        readme == expected,
-        "README.md's scenario table or field reference is stale: run `cargo run -p kpct -- scenario-table --write README.md`"
-    );
+    for (path, expected) in kpct::operations::scenario_table::regenerate(&repo).unwrap() {
+        let now = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            now == expected,
+            "{} is stale: run `cargo run -p kpct -- scenario-table --write` from the repository's root",
+            path.display()
+        );
+    }
 }
 
-/// Every field of the format (read from the schema) is explained in the README's prose, not
-/// only listed in the generated reference.
+/// Every field of the format (read from the schema) is explained in docs/scenarios.md's
+/// prose, not only listed in the generated reference.
 #[test]
-fn readme_explains_every_scenario_field() {
+fn the_documentation_explains_every_scenario_field() {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(repo.join(kpct::operations::scenario_table::SCENARIOS_DOC))
+            .unwrap();
     let (Some(b), Some(e)) = (
         readme.find(kpct::operations::scenario_table::FIELDS_BEGIN),
         readme.find(kpct::operations::scenario_table::FIELDS_END),
     ) else {
-        panic!("README.md has no field reference markers");
+        panic!("docs/scenarios.md has no field reference markers");
     };
     let prose = format!("{}{}", &readme[..b], &readme[e..]);
     let mut missing = Vec::new();
@@ -669,7 +674,7 @@ fn readme_explains_every_scenario_field() {
     }
     assert!(
         missing.is_empty(),
-        "the README does not explain: {missing:#?}"
+        "docs/scenarios.md does not explain: {missing:#?}"
     );
 }
 

@@ -11,11 +11,11 @@ use std::path::PathBuf;
 /// Runs `scenarios/<file>` against `proxier_name` and compares the observation with its golden.
 fn run(file: &str, proxier_name: &str) {
     let path = PathBuf::from("../scenarios").join(file);
-    let scenario = kpct::scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let proxier = kpct::proxier::builtin(proxier_name).expect("a built-in proxier");
+    let scenario = kpct::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let proxier = kpct::builtin(proxier_name).expect("a built-in proxier");
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let run = runtime
-        .block_on(kpct::run::run_scenario(
+        .block_on(kpct::run_scenario(
             &scenario,
             proxier.as_ref(),
             probe_timeout(),

@@ -5,8 +5,8 @@ mod common;
 use common::udp_socket;
 use kpct::capture::{Capture, Flow};
 use kpct::netns::naming::VXLAN_PORT;
-use kpct::scenario::Scenario;
 use kpct::topology::Topology;
+use kpct::Scenario;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 

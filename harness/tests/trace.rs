@@ -18,8 +18,8 @@ fn try_trace_at(
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../scenarios")
         .join(scenario);
-    let scenario = kpct::scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let proxier = kpct::proxier::builtin(proxier_name).expect("a built-in proxier");
+    let scenario = kpct::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let proxier = kpct::builtin(proxier_name).expect("a built-in proxier");
     tokio::runtime::Runtime::new()
         .expect("a tokio runtime")
         .block_on(kpct::trace::trace(
@@ -212,7 +212,7 @@ fn trace_shows_the_nftables_nodeport_chain_walk() {
             "kube-proxy:service-",
             "[dnat to 10.244.1.1",
             "kube-proxy:filter-forward",
-            "kube-proxy:masquerading [meta mark set meta mark ^ 0x00004000] [masquerade fully-random]",
+            "kube-proxy:masquerading [meta mark set meta mark ^ 0x00004000 masquerade fully-random]",
         ],
     );
     let text = trace.to_string();
@@ -246,7 +246,7 @@ fn trace_follows_an_ipv6_packet_through_the_ip6_table() {
             "kube-proxy:services",
             "kube-proxy:external-",
             "[dnat to [fd00:10:244:2::",
-            "kube-proxy:masquerading [meta mark set meta mark ^ 0x00004000] [masquerade fully-random]",
+            "kube-proxy:masquerading [meta mark set meta mark ^ 0x00004000 masquerade fully-random]",
         ],
     );
 }

@@ -218,10 +218,11 @@ fn explicit_slices(s: &Scenario) -> Vec<EndpointSlice> {
                 .or_default();
             let name = format!("{}-{place}", sl.service);
             *place += 1;
-            let labels = super::labels([
+            let mut labels = super::labels([
                 (LABEL_SERVICE_NAME, sl.service.as_str()),
                 (LABEL_MANAGED_BY, SCENARIO_MANAGER),
             ]);
+            labels.extend(sl.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
             EndpointSlice {
                 metadata: namespaced_meta(&sl.namespace, &name, labels),
                 address_type: sl.address_type.to_string(),

@@ -1,7 +1,7 @@
 //! A scenario's cluster as the Kubernetes API holds it: the Namespaces, Nodes, Pods, Services,
 //! EndpointSlices, Endpoints, ServiceCIDRs and NetworkPolicies that kube-apiserver (with the
 //! controllers that derive EndpointSlices and Endpoints) would serve for the scenario's state,
-//! as `k8s-openapi` objects. What [`crate::apiserver`] serves to a real proxier.
+//! as `k8s-openapi` objects. What [`apiserver`] serves to a real proxier.
 //!
 //! Only the objects' content is set here; the server-owned metadata (resourceVersion, uid,
 //! creationTimestamp, generation) is the API server's to assign when it stores them. So are
@@ -27,26 +27,11 @@ mod services;
 mod tests;
 
 use crate::scenario::Scenario;
-use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::networking::v1::{NetworkPolicy, ServiceCIDR};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeMap;
 
-/// Every object of one cluster state.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ClusterObjects {
-    pub namespaces: Vec<Namespace>,
-    pub nodes: Vec<Node>,
-    pub pods: Vec<Pod>,
-    pub services: Vec<Service>,
-    pub endpoint_slices: Vec<EndpointSlice>,
-    /// Core v1 Endpoints, as the endpoints controller mirrors the slices (older proxiers, such
-    /// as kube-router before v2.6, watch these instead of EndpointSlices).
-    pub endpoints: Vec<Endpoints>,
-    pub service_cidrs: Vec<ServiceCIDR>,
-    pub network_policies: Vec<NetworkPolicy>,
-}
+/// Every object of one cluster state: the API server's input.
+pub use apiserver::ClusterObjects;
 
 /// `kubernetes.io/service-name` (discovery/v1 `LabelServiceName`): the Service a slice belongs to.
 pub const LABEL_SERVICE_NAME: &str = "kubernetes.io/service-name";
@@ -86,23 +71,6 @@ pub fn cluster_objects(state: &Scenario) -> ClusterObjects {
     };
     objects.sort();
     objects
-}
-
-impl ClusterObjects {
-    /// Namespaces and nodes by name, namespaced objects by namespace then name.
-    fn sort(&mut self) {
-        fn key(meta: &ObjectMeta) -> (Option<String>, Option<String>) {
-            (meta.namespace.clone(), meta.name.clone())
-        }
-        self.namespaces.sort_by_key(|o| key(&o.metadata));
-        self.nodes.sort_by_key(|o| key(&o.metadata));
-        self.pods.sort_by_key(|o| key(&o.metadata));
-        self.services.sort_by_key(|o| key(&o.metadata));
-        self.endpoint_slices.sort_by_key(|o| key(&o.metadata));
-        self.endpoints.sort_by_key(|o| key(&o.metadata));
-        self.service_cidrs.sort_by_key(|o| key(&o.metadata));
-        self.network_policies.sort_by_key(|o| key(&o.metadata));
-    }
 }
 
 /// Metadata of a namespaced object: its name, namespace and labels (none when empty, as the

@@ -11,6 +11,8 @@
 //! their scratch directories ([`scratch`], named like the namespaces and removed with them).
 
 pub mod holders;
+mod link;
+pub use link::has_link;
 pub mod naming;
 pub mod scratch;
 
@@ -74,6 +76,8 @@ pub struct Netns {
     file: File,
     /// Set by [`Netns::persist`]: dropping then leaves the namespace in place.
     keep: bool,
+    /// A directory of its own for the proxier confined to it ([`Netns::scratch_dir`]).
+    scratch: std::sync::OnceLock<scratch::ScratchDir>,
 }
 
 impl Netns {
@@ -99,6 +103,7 @@ impl Netns {
                 path,
                 file,
                 keep: false,
+                scratch: std::sync::OnceLock::new(),
             }),
             Err(e) => {
                 unmount_and_unlink(&path);
@@ -114,6 +119,25 @@ impl Netns {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// A directory of this namespace's own, made at the first call and removed with the
+    /// namespace: the one place a proxier confined to it may write, kept across its syncs.
+    /// With [`scratch::KEEP_VARIABLE`] set to a directory it is that directory's
+    /// `NAMESPACE/`, and stays after the run: to read what a proxier wrote.
+    pub fn scratch_dir(&self) -> Result<&Path> {
+        if self.scratch.get().is_none() {
+            let dir = match std::env::var_os(scratch::KEEP_VARIABLE) {
+                Some(keep) => scratch::ScratchDir::kept(&Path::new(&keep).join(&self.name))?,
+                None => scratch::ScratchDir::new("node")?,
+            };
+            // Another thread may have set it meanwhile: its directory is as good, ours goes.
+            let _ = self.scratch.set(dir);
+        }
+        self.scratch
+            .get()
+            .map(scratch::ScratchDir::path)
+            .context("a scratch directory that was just made")
     }
 
     /// Runs `f` on a thread that has entered this namespace and returns its result.

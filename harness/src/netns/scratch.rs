@@ -9,8 +9,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-/// A directory of this run's files, removed when dropped.
-pub struct ScratchDir(PathBuf);
+/// A directory of this run's files, removed when dropped (unless [`ScratchDir::kept`]).
+#[derive(Debug)]
+pub struct ScratchDir {
+    path: PathBuf,
+    kept: bool,
+}
+
+/// Set to a directory, the scratch directory of each node's proxier is made there (one per
+/// namespace, by its name) and left after the run, to read what the proxier wrote.
+pub const KEEP_VARIABLE: &str = "KPCT_KEEP_SCRATCH";
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
@@ -33,18 +41,30 @@ impl ScratchDir {
         ON_SIGNAL.call_once(|| crate::netns::also_on_signal(remove_live));
         live().push(path.clone());
         std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
-        Ok(ScratchDir(path))
+        Ok(ScratchDir { path, kept: false })
+    }
+
+    /// `path`, made if missing, and left in place when dropped: one the user asked to keep
+    /// ([`KEEP_VARIABLE`]).
+    pub fn kept(path: &Path) -> Result<ScratchDir> {
+        std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(ScratchDir {
+            path: path.to_path_buf(),
+            kept: true,
+        })
     }
 
     pub fn path(&self) -> &Path {
-        &self.0
+        &self.path
     }
 }
 
 impl Drop for ScratchDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-        live().retain(|p| p != &self.0);
+        if !self.kept {
+            let _ = std::fs::remove_dir_all(&self.path);
+            live().retain(|p| p != &self.path);
+        }
     }
 }
 

@@ -24,6 +24,36 @@ pub struct Lab {
     /// Whether kpct's echo backends (and health-check listeners) serve in it: only while the
     /// `lab up --backends` that started them runs.
     pub serving: bool,
+    /// What the proxier programmed, so which troubleshooting commands fit.
+    pub dataplane: Dataplane,
+}
+
+/// The dataplane a lab's proxier programmed, read from what its nodes hold (so an `exec:` or
+/// real proxier is told apart as a built-in is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dataplane {
+    /// IPVS virtual servers (with kube-proxy's iptables rules and ipsets beside them).
+    Ipvs,
+    /// An nftables table of its own.
+    Nftables,
+    /// iptables rules only.
+    Iptables,
+}
+
+impl Dataplane {
+    /// What `proxier` programmed into nodes that now hold `nodes`.
+    pub fn of<P: NodeProgrammer + ?Sized>(
+        proxier: &P,
+        nodes: &[crate::document::NodeSummary],
+    ) -> Dataplane {
+        if proxier.needs_ipvs() || nodes.iter().any(|n| n.ipvs_virtual_servers > 0) {
+            Dataplane::Ipvs
+        } else if nodes.iter().any(|n| n.nft_lines > 0) {
+            Dataplane::Nftables
+        } else {
+            Dataplane::Iptables
+        }
+    }
 }
 
 /// What `lab up` serves in the lab besides the programming.
@@ -81,6 +111,7 @@ pub async fn up_with<P: NodeProgrammer + ?Sized>(
             .await
             .with_context(|| format!("applying step {} of {}", k + 1, scenario.name))?;
     }
+    let dataplane = Dataplane::of(proxier, &staged.nodes);
     let crate::run::Staged { backends, topo, .. } = staged;
     let serving = match serving {
         Serving::Nothing => {
@@ -100,6 +131,7 @@ pub async fn up_with<P: NodeProgrammer + ?Sized>(
                 .map(|c| c.ip_family)
                 .collect(),
             serving: serving.is_some(),
+            dataplane,
         },
         serving,
     ))
@@ -142,13 +174,12 @@ fn existing_all(prefix: &str) -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// The design notes' troubleshooting commands that fit what `proxier` programs for each of
-/// `families`: IPVS mode's virtual servers, ipsets and kube-ipvs0, nftables mode's table and
-/// verdict maps, or iptables mode's chains (in the `ip6` table, ip6tables and the `KUBE-6-`
-/// sets for IPv6).
-pub fn troubleshooting(proxier: &str, families: &[IpFamily]) -> Vec<String> {
+/// The design notes' troubleshooting commands that fit `dataplane` for each of `families`:
+/// IPVS mode's virtual servers, ipsets and kube-ipvs0, nftables mode's table and verdict maps,
+/// or iptables mode's chains (in the `ip6` table, ip6tables and the `KUBE-6-` sets for IPv6).
+pub fn troubleshooting(dataplane: Dataplane, families: &[IpFamily]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let ipvs = crate::proxier::needs_ipvs(proxier);
+    let ipvs = dataplane == Dataplane::Ipvs;
     if ipvs {
         out.push("ipvsadm -Ln".into());
     }
@@ -157,7 +188,7 @@ pub fn troubleshooting(proxier: &str, families: &[IpFamily]) -> Vec<String> {
             IpFamily::Ipv4 => ("ip", "iptables", "KUBE-"),
             IpFamily::Ipv6 => ("ip6", "ip6tables", "KUBE-6-"),
         };
-        if proxier == "kube-proxy-nftables" {
+        if dataplane == Dataplane::Nftables {
             out.extend([
                 format!("nft list table {nft} kube-proxy"),
                 format!("nft list map {nft} kube-proxy service-ips"),
@@ -199,7 +230,7 @@ pub fn instructions(lab: &Lab) -> String {
     }
     if let Some((_, node)) = lab.namespaces.iter().find(|(r, _)| r.starts_with("node ")) {
         let _ = writeln!(out, "\ntroubleshooting, inside a node:");
-        for cmd in troubleshooting(&lab.proxier, &lab.families) {
+        for cmd in troubleshooting(lab.dataplane, &lab.families) {
             let _ = writeln!(out, "  ip netns exec {node} {cmd}");
         }
     }

@@ -9,6 +9,8 @@
 //! - `scenario_table`: the README's scenario table and field reference.
 
 pub mod bench;
+pub mod cpu_load;
+pub mod explore;
 pub mod lab;
 pub mod parallel;
 pub mod progress;

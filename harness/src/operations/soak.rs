@@ -1,7 +1,7 @@
-//! Determinism soak: the same scenario run many times, also concurrently, must give
-//! byte-identical observations.
+//! Determinism soak: the same scenarios run many times, also concurrently and under a CPU
+//! load if asked, must give byte-identical observations pass after pass.
 
-use crate::operations::parallel::{self, After, Job};
+use crate::operations::parallel::{self, After, Event, Job};
 use crate::run::NodeProgrammer;
 use crate::scenario::Scenario;
 use anyhow::{Context, Result};
@@ -9,72 +9,112 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 pub struct SoakReport {
-    pub runs: usize,
-    pub identical: usize,
-    /// (run number, unified diff against run 1) for each divergent run.
-    pub divergences: Vec<(usize, String)>,
+    /// Per scenario, in the order given.
+    pub scenarios: Vec<ScenarioSoak>,
+    pub passes: usize,
     pub elapsed: Duration,
 }
 
+/// One scenario's passes.
+pub struct ScenarioSoak {
+    pub name: String,
+    pub identical: usize,
+    /// (pass number, unified diff against pass 1) for each pass that differed.
+    pub divergences: Vec<(usize, String)>,
+}
+
 impl SoakReport {
-    pub fn render(&self, scenario: &str, proxier: &str) -> String {
+    pub fn runs(&self) -> usize {
+        self.passes * self.scenarios.len()
+    }
+
+    pub fn divergent(&self) -> usize {
+        self.scenarios.iter().map(|s| s.divergences.len()).sum()
+    }
+
+    pub fn render(&self, proxier: &str, load: &str) -> String {
         let mut out = String::new();
+        let which = match &self.scenarios[..] {
+            [one] => one.name.clone(),
+            many => format!("{} scenarios", many.len()),
+        };
         let _ = writeln!(
             out,
-            "soak {scenario} × {proxier}: {} run(s), {} identical to run 1, {} divergent ({:.1}s)",
-            self.runs,
-            self.identical,
-            self.divergences.len(),
+            "soak {which} × {proxier}: {} pass(es), {} run(s){load}, {} identical to their first pass, {} divergent ({:.1}s)",
+            self.passes,
+            self.runs(),
+            self.runs() - self.divergent(),
+            self.divergent(),
             self.elapsed.as_secs_f64()
         );
-        for (run, diff) in &self.divergences {
-            let _ = writeln!(out, "--- run 1\n+++ run {run}\n{diff}");
+        for s in &self.scenarios {
+            for (pass, diff) in &s.divergences {
+                let _ = writeln!(out, "{}:\n--- pass 1\n+++ pass {pass}\n{diff}", s.name);
+            }
         }
         out
     }
 }
 
-/// Runs `scenario` `runs` times (each in fresh namespaces, up to `workers` at once) and compares
-/// every observation with the first run's.
+/// Runs each of `scenarios` `passes` times (each in fresh namespaces, up to `workers` at once,
+/// pass by pass) and compares every observation with its scenario's first pass. `progress`
+/// hears each run as it ends (runs ended, of all).
 pub fn soak(
-    scenario: &Scenario,
+    scenarios: &[Scenario],
     proxier: &dyn NodeProgrammer,
-    runs: usize,
+    passes: usize,
     workers: usize,
     timeout: Duration,
+    progress: &mut dyn FnMut(usize, usize),
 ) -> Result<SoakReport> {
     let started = Instant::now();
-    let jobs = vec![Job { scenario, proxier }; runs];
-    let finished = parallel::run_jobs(&jobs, workers, timeout, &mut |_| After::Continue)?;
-    let mut first: Option<String> = None;
-    let mut identical = 0;
-    let mut divergences = Vec::new();
+    let jobs: Vec<Job<'_>> = (0..passes)
+        .flat_map(|_| scenarios.iter().map(|scenario| Job { scenario, proxier }))
+        .collect();
+    let total = jobs.len();
+    let mut ended = 0;
+    let finished = parallel::run_jobs(&jobs, workers, timeout, &mut |event| {
+        if let Event::Finished(_) = event {
+            ended += 1;
+            progress(ended, total);
+        }
+        After::Continue
+    })?;
+    let mut first: Vec<Option<String>> = vec![None; scenarios.len()];
+    let mut report: Vec<ScenarioSoak> = scenarios
+        .iter()
+        .map(|s| ScenarioSoak {
+            name: s.name.clone(),
+            identical: 0,
+            divergences: Vec::new(),
+        })
+        .collect();
     for f in finished {
-        let n = f.index + 1;
+        let (pass, which) = (f.index / scenarios.len() + 1, f.index % scenarios.len());
         let yaml = f
             .outcome
-            .with_context(|| format!("soak run {n}"))?
+            .with_context(|| format!("{} pass {pass}", scenarios[which].name))?
             .observation
             .to_yaml()?;
-        match &first {
+        let this = &mut report[which];
+        match &first[which] {
             None => {
-                first = Some(yaml);
-                identical += 1;
+                first[which] = Some(yaml);
+                this.identical += 1;
             }
-            Some(reference) if *reference == yaml => identical += 1,
+            Some(reference) if *reference == yaml => this.identical += 1,
             Some(reference) => {
                 let diff = similar::TextDiff::from_lines(reference, &yaml)
                     .unified_diff()
                     .context_radius(2)
                     .to_string();
-                divergences.push((n, diff));
+                this.divergences.push((pass, diff));
             }
         }
     }
     Ok(SoakReport {
-        runs,
-        identical,
-        divergences,
+        scenarios: report,
+        passes,
         elapsed: started.elapsed(),
     })
 }

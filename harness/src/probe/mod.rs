@@ -115,6 +115,9 @@ pub struct ProbePlan {
     /// Source port of the first repetition; repetition r uses `sport + r`.
     pub sport: u16,
     pub repeat: u32,
+    /// The destination is a healthCheckNodePort: kube-proxy's health server there speaks
+    /// HTTP and answers a request, not a connection, so a socket shot asks it something.
+    pub asks_http: bool,
 }
 
 /// Resolves probe number `index` of `scenario`.
@@ -136,6 +139,8 @@ pub fn plan(scenario: &Scenario, topo: &Topology, index: usize) -> Result<ProbeP
         dport,
         sport,
         repeat: probe.repeat.max(1),
+        asks_http: probe.to.ip.is_none()
+            && probe.to.via == Some(crate::scenario::Via::HealthCheckNodePort),
     })
 }
 
@@ -198,6 +203,14 @@ fn destination(
             (ip, port.port, None)
         }
         Via::NodePort => {
+            // From a node's loopback, its own NodePort.
+            let to = &ProbeTarget {
+                node: to
+                    .node
+                    .clone()
+                    .or_else(|| probe.from.node_localhost.clone()),
+                ..to.clone()
+            };
             let (node_name, node) = addressed_node(scenario, to, "nodePort")?;
             let np = port
                 .node_port
@@ -499,7 +512,14 @@ pub fn fire_keeping(
             for rep in 0..plan.repeat {
                 let local = SocketAddr::new(*ip, sport_of(rep)?);
                 let remote = SocketAddr::new(plan.dst, plan.dport);
-                shots.push(fire_socket(ns, plan.protocol, local, remote, timeout)?);
+                shots.push(fire_socket(
+                    ns,
+                    plan.protocol,
+                    plan.asks_http,
+                    local,
+                    remote,
+                    timeout,
+                )?);
             }
             if let Some(address) = borrowed {
                 address.release()?;
@@ -668,6 +688,7 @@ fn watch_for_forward(
 fn fire_socket(
     ns: &Netns,
     protocol: Protocol,
+    asks_http: bool,
     local: SocketAddr,
     remote: SocketAddr,
     timeout: Duration,
@@ -676,9 +697,15 @@ fn fire_socket(
         use std::io::BufRead;
         match protocol {
             Protocol::Tcp => {
-                let stream = connect_tcp(local, remote, timeout)?;
-                // The server answers one line per request and holds the connection until the
-                // client closes it, so read that line and close.
+                use std::io::Write;
+                let mut stream = connect_tcp(local, remote, timeout)?;
+                if asks_http {
+                    // kube-proxy's health server answers a request, any path (`hcHandler`,
+                    // pkg/proxy/healthcheck/service_health.go); HTTP/1.0 has it close after.
+                    stream.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
+                }
+                // The suite's servers answer one line on connecting and hold the connection
+                // until the client closes it: read that line (or the status line) and close.
                 let mut answer = String::new();
                 std::io::BufReader::new(stream).read_line(&mut answer)?;
                 Ok(answer)
@@ -686,6 +713,7 @@ fn fire_socket(
             Protocol::Udp => {
                 let s = std::net::UdpSocket::bind(local)?;
                 s.set_read_timeout(Some(timeout))?;
+                report_icmp_errors(&s, local)?;
                 s.send_to(b"clientip", remote)?;
                 let mut buf = [0u8; 512];
                 let (n, _) = s.recv_from(&mut buf)?;
@@ -718,6 +746,20 @@ fn fire_socket(
     })
 }
 
+/// Has an unconnected UDP socket report the ICMP errors its datagrams meet (`IP_RECVERR`,
+/// `IPV6_RECVERR`; ip(7)): without it only a connected socket hears of them, so a datagram
+/// a REJECT (or a closed port) answered with port-unreachable read as no answer at all, one
+/// whole probe timeout per shot. Unconnected, so that an answer from an address other than the
+/// one dialed (a reverse translation gone wrong) is still received and judged as such.
+fn report_icmp_errors(s: &std::net::UdpSocket, local: SocketAddr) -> std::io::Result<()> {
+    use nix::sys::socket::{setsockopt, sockopt};
+    match local {
+        SocketAddr::V4(_) => setsockopt(s, sockopt::Ipv4RecvErr, &true)?,
+        SocketAddr::V6(_) => setsockopt(s, sockopt::Ipv6RecvErr, &true)?,
+    }
+    Ok(())
+}
+
 /// A TCP connection from `local` to `remote`, made in the calling thread's namespace, with
 /// `timeout` bounding the connect and every later read and write.
 pub(crate) fn connect_tcp(
@@ -746,6 +788,10 @@ pub(crate) fn connect_tcp(
     sock::connect(fd, &SockaddrStorage::from(remote))?;
     Ok(stream)
 }
+
+/// How the `continue` of a kept flow that never opened (the proxier refused or dropped its
+/// first connection) is recorded: no packet goes out, nothing comes back.
+pub const NEVER_OPENED: &str = "flow never opened";
 
 pub(crate) fn socket_error_kind(e: &std::io::Error) -> String {
     // A blocking connect whose SO_SNDTIMEO runs out fails with EINPROGRESS (net/ipv4/

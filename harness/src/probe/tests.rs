@@ -30,38 +30,9 @@ fn veth_ns(tag: &str) -> Netns {
     ns
 }
 
-/// Whether `iface` (of this thread's namespace) has link, by `ETHTOOL_GLINK`. Asking runs the
-/// link's pending linkwatch event at once (`ethtool_op_get_link` calls `linkwatch_sync_dev`),
-/// which turns the device running and attaches its qdisc: until the linkwatch worker gets to
-/// it, a frame sent is dropped (seen with every test of the library running beside these).
+/// Whether `iface` (of this thread's namespace) has link (see netns/link.rs).
 fn has_link(iface: &str) -> bool {
-    const ETHTOOL_GLINK: u32 = 0x0000000a;
-    #[repr(C)]
-    struct EthtoolValue {
-        cmd: u32,
-        data: u32,
-    }
-    let mut value = EthtoolValue {
-        cmd: ETHTOOL_GLINK,
-        data: 0,
-    };
-    // SAFETY: a zeroed ifreq is valid; the name fits (checked) and stays NUL-terminated, and
-    // `value` outlives the ioctl that writes it.
-    unsafe {
-        let mut req: libc::ifreq = std::mem::zeroed();
-        assert!(iface.len() < req.ifr_name.len());
-        for (to, from) in req.ifr_name.iter_mut().zip(iface.bytes()) {
-            *to = from as libc::c_char;
-        }
-        req.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast();
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
-        assert!(fd >= 0, "a socket: {}", std::io::Error::last_os_error());
-        let rc = libc::ioctl(fd, libc::SIOCETHTOOL, &mut req);
-        let err = std::io::Error::last_os_error();
-        libc::close(fd);
-        assert_eq!(rc, 0, "ETHTOOL_GLINK on {iface}: {err}");
-    }
-    value.data != 0
+    crate::netns::has_link(iface).expect("ETHTOOL_GLINK")
 }
 
 fn udp_probe(seq: u32) -> ProbePacket {
@@ -118,4 +89,31 @@ fn a_watcher_scheduled_after_the_deadline_still_reads_the_delivery_queued_in_tim
         None,
         "nothing else was sent"
     );
+}
+
+/// A veth whose peer is down has no link, and the topology's check says so rather than let a
+/// shot be dropped for it; with the peer up it passes.
+#[test]
+fn a_veth_without_its_peer_up_fails_the_link_check() {
+    let ns = Netns::create(&format!("kpct-peerdown-{}", std::process::id())).expect("netns");
+    ns.run(|| {
+        for args in [
+            &["link", "add", "wa", "type", "veth", "peer", "name", "wb"][..],
+            &["link", "set", "wa", "up"],
+        ] {
+            let status = std::process::Command::new("ip").args(args).status();
+            assert!(status.expect("ip").success(), "ip {args:?}");
+        }
+    })
+    .expect("in the namespace");
+    let err = ns.ensure_links_up(&["wa"]).unwrap_err();
+    assert!(format!("{err:#}").contains("wa has no link"), "{err:#}");
+    ns.run(|| {
+        let status = std::process::Command::new("ip")
+            .args(["link", "set", "wb", "up"])
+            .status();
+        assert!(status.expect("ip").success());
+    })
+    .expect("in the namespace");
+    ns.ensure_links_up(&["wa", "wb"]).expect("both ends up");
 }

@@ -1,4 +1,6 @@
+mod graceful;
 pub mod model;
+pub use graceful::graceful_termination_needed;
 pub use model::*;
 pub mod apply;
 pub mod effective;

@@ -134,25 +134,45 @@ pub struct VirtualServer {
 /// A proxier's stale-conntrack cleanup for one Service frontend: delete the entries of
 /// `protocol` to `orig_dst` (any address when `None`: a NodePort) port `orig_dport` whose reply
 /// comes from none of `serving` (the DNAT target is no serving endpoint), as kube-proxy's
-/// `conntrack.CleanStaleEntries` filters them (pkg/proxy/conntrack/cleanup.go).
+/// `conntrack.CleanStaleEntries` filters them (pkg/proxy/conntrack/cleanup.go: reply source
+/// IP *and* port against the serving endpoints' `IP:port`). `serving` may be empty (kube-proxy
+/// v1.37 clears every entry to a frontend of a Service left without a serving endpoint); the
+/// frontend address then says the family.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConntrackCleanup {
     pub protocol: crate::scenario::Protocol,
     pub orig_dst: Option<IpAddr>,
     pub orig_dport: u16,
-    pub serving: Vec<IpAddr>,
+    pub serving: Vec<Serving>,
+}
+
+/// A serving endpoint a cleanup spares: its address, and its port (any port when `None`, as
+/// an `exec:` proxier may write it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Serving {
+    pub ip: IpAddr,
+    pub port: Option<u16>,
 }
 
 impl ConntrackCleanup {
-    /// Whether the entry is one this cleanup deletes: of the family of `serving`, as each
-    /// family's proxier lists only its family's table (`ListEntries(ipFamily)`).
+    /// The family of the entries it deletes: each family's proxier lists only its family's
+    /// table (`ListEntries(ipFamily)`).
+    fn ipv4(&self) -> Option<bool> {
+        self.orig_dst
+            .or_else(|| self.serving.first().map(|s| s.ip))
+            .map(|a| a.is_ipv4())
+    }
+
+    /// Whether the entry is one this cleanup deletes.
     pub fn deletes(&self, e: &crate::netfilter::conntrack::Entry) -> bool {
-        let same_family = |a: &IpAddr| a.is_ipv4() == e.original.dst.is_ipv4();
-        self.serving.first().is_some_and(same_family)
+        self.ipv4() == Some(e.original.dst.is_ipv4())
             && e.original.protocol == self.protocol.number()
             && e.original.dport == self.orig_dport
             && self.orig_dst.is_none_or(|d| e.original.dst == d)
-            && !self.serving.contains(&e.reply.src)
+            && !self
+                .serving
+                .iter()
+                .any(|s| s.ip == e.reply.src && s.port.is_none_or(|p| p == e.reply.sport))
     }
 }
 

@@ -86,10 +86,14 @@ fn normalize(groups: &mut Vec<Vec<String>>) {
                     *v = v.to_ascii_lowercase();
                 }
             }
+            // The kernel keeps a probability as a 31-bit fraction (libxt_statistic:
+            // `lround(0x80000000 * prob)`) and iptables-save prints that back with `%.11f`:
+            // kube-proxy's `0.3333333333` reads back `0.33333333349`.
             "--probability" => {
                 for v in g.iter_mut().skip(1) {
                     if let Ok(p) = v.parse::<f64>() {
-                        *v = format!("{p:.11}");
+                        let kept = (p * 2_147_483_648.0).round() / 2_147_483_648.0;
+                        *v = format!("{kept:.11}");
                     }
                 }
             }
@@ -238,6 +242,11 @@ mod tests {
         same(
             "-A T1 -p TCP --dport 80 -m statistic --mode random --probability 0.5 -j RETURN",
             "-A T1 -p tcp -m tcp --dport 80 -m statistic --mode random --probability 0.50000000000 -j RETURN",
+        );
+        // kube-proxy writes `%0.10f`; the kernel keeps a 31-bit fraction of it.
+        same(
+            "-A T1 -m statistic --mode random --probability 0.3333333333 -j RETURN",
+            "-A T1 -m statistic --mode random --probability 0.33333333349 -j RETURN",
         );
         same(
             "-A T1 -m recent --name KUBE-SEP-X --set --rsource -j RETURN",

@@ -8,7 +8,7 @@
 //! scenarios.
 
 use super::{Difference, RealKey, Stack};
-use crate::proxier::real::Mode;
+use crate::drivers::real::Mode;
 use std::fmt;
 
 /// Which side of a comparison.
@@ -323,36 +323,6 @@ pub static KNOWN_DIFFERENCES: &[KnownDifference] = &[
                  for all ClusterIP traffic from outside the cluster (the cluster-ips set; with \
                  masqueradeAll, all of it) where the built-in marks it in each service chain",
         source: "writeServiceRules and setupNFTables, pkg/proxy/nftables/proxier.go (v1.36.0)",
-    },
-    KnownDifference {
-        mode: Mode::Nftables,
-        versions: Versions::since(V1_36),
-        stacks: &[],
-        only: Only::Real,
-        what: "nftables `ip* kube-proxy › set hairpin-connections*",
-        reason: "hairpin connections (a local endpoint reaching itself through its Service) \
-                 are recognised by source, destination, protocol and port after DNAT",
-        source: "hairpinConnectionsSet, pkg/proxy/nftables/proxier.go (v1.36.0)",
-    },
-    KnownDifference {
-        mode: Mode::Nftables,
-        versions: Versions::since(V1_36),
-        stacks: &[],
-        only: Only::Real,
-        what: "nftables `ip* kube-proxy › chain masquerading: *",
-        reason: "the masquerading chain masquerades marked packets in one rule and hairpin \
-                 connections by the hairpin-connections set",
-        source: "setupNFTables, pkg/proxy/nftables/proxier.go (v1.36.0)",
-    },
-    KnownDifference {
-        mode: Mode::Nftables,
-        versions: Versions::since(V1_36),
-        stacks: &[],
-        only: Only::BuiltIn,
-        what: "nftables `ip* kube-proxy › chain masquerading: *",
-        reason: "the built-in's masquerading chain of v1.33-v1.35 (return unless marked, clear \
-                 the mark, masquerade)",
-        source: "setupNFTables, pkg/proxy/nftables/proxier.go (v1.35.0)",
     },
 ];
 

@@ -20,8 +20,8 @@ pub mod known;
 pub use known::{KnownDifference, Only, Side, Version, Versions, KNOWN_DIFFERENCES};
 
 use crate::convergence::LineDifference;
+use crate::drivers::real::{Mode, RealProxier};
 use crate::programming::{EffectiveState, ReadOptions};
-use crate::proxier::real::{Mode, RealProxier};
 use crate::run::NodeProgrammer;
 use crate::scenario::{self, Scenario};
 use crate::topology::Topology;
@@ -247,11 +247,7 @@ impl RealKey {
     /// The mode of `real`, and the version its binary answers `--version` with
     /// (`Kubernetes v1.37.2`).
     pub fn of(real: &RealProxier) -> Result<RealKey> {
-        let out = std::process::Command::new(&real.binary)
-            .arg("--version")
-            .output()
-            .with_context(|| format!("running {} --version", real.binary.display()))?;
-        let said = String::from_utf8_lossy(&out.stdout);
+        let said = crate::drivers::real::version_text(&real.binary)?;
         let version = said
             .split_whitespace()
             .find_map(Version::parse)

@@ -2,6 +2,7 @@
 //! IPv4 and an IPv6 proxier side by side on a dual-stack node (pkg/proxy/metaproxier): each
 //! syncs the state of its own family, and the node holds both results.
 
+use super::release_view::seen_by;
 use super::{Proxier, Resync};
 use crate::programming::nft::NftScript;
 use crate::programming::Programming;
@@ -18,19 +19,17 @@ pub fn program_node<P: Proxier + ?Sized>(
     cluster: &ClusterState,
     node: &NodeContext,
 ) -> Result<Programming> {
+    let program =
+        |c: &ClusterState, n: &NodeContext| proxier.program(&seen_by(proxier.release(), c, n), n);
     if cluster.ip_family == IpFamily::Ipv6 {
         let (idle, idle_node) = idle_ipv4(cluster, node);
-        let mut programming = proxier
-            .program(&idle, &idle_node)
-            .context("the idle IPv4 proxier")?;
-        add_family(&mut programming, proxier.program(cluster, node)?)?;
+        let mut programming = program(&idle, &idle_node).context("the idle IPv4 proxier")?;
+        add_family(&mut programming, program(cluster, node)?)?;
         return Ok(programming);
     }
-    let mut programming = proxier.program(cluster, node)?;
+    let mut programming = program(cluster, node)?;
     if let Some((cluster6, node6)) = ipv6_of(cluster, node)? {
-        let v6 = proxier
-            .program(cluster6, node6)
-            .context("the IPv6 proxier")?;
+        let v6 = program(cluster6, node6).context("the IPv6 proxier")?;
         add_family(&mut programming, v6)?;
     }
     Ok(programming)
@@ -43,6 +42,16 @@ pub fn resync_node<P: Proxier + ?Sized>(
     cluster: &ClusterState,
     node: &NodeContext,
 ) -> Result<Programming> {
+    // The current and the previous state, each as the release sees it.
+    let release = proxier.release();
+    let resync_as_seen = |r: &Resync<'_>, c: &ClusterState, n: &NodeContext| {
+        let previous = r.previous.map(|p| seen_by(release, p, n));
+        let r = Resync {
+            previous: previous.as_deref(),
+            ..*r
+        };
+        proxier.resync(&r, &seen_by(release, c, n), n)
+    };
     if cluster.ip_family == IpFamily::Ipv6 {
         let (idle, idle_node) = idle_ipv4(cluster, node);
         // The idle proxier's previous state is the same idle state, unless it restarted.
@@ -50,26 +59,23 @@ pub fn resync_node<P: Proxier + ?Sized>(
             previous: resync.previous.map(|_| &idle),
             ..*resync
         };
-        let mut programming = proxier
-            .resync(&resync4, &idle, &idle_node)
-            .context("the idle IPv4 proxier")?;
+        let mut programming =
+            resync_as_seen(&resync4, &idle, &idle_node).context("the idle IPv4 proxier")?;
         let resync6 = Resync {
             existing_chains: resync.existing_ip6_chains,
             ..*resync
         };
-        add_family(&mut programming, proxier.resync(&resync6, cluster, node)?)?;
+        add_family(&mut programming, resync_as_seen(&resync6, cluster, node)?)?;
         return Ok(programming);
     }
-    let mut programming = proxier.resync(resync, cluster, node)?;
+    let mut programming = resync_as_seen(resync, cluster, node)?;
     if let Some((cluster6, node6)) = ipv6_of(cluster, node)? {
         let resync6 = Resync {
             previous: resync.previous.and_then(|p| p.ipv6.as_deref()),
             existing_chains: resync.existing_ip6_chains,
             ..*resync
         };
-        let v6 = proxier
-            .resync(&resync6, cluster6, node6)
-            .context("the IPv6 proxier")?;
+        let v6 = resync_as_seen(&resync6, cluster6, node6).context("the IPv6 proxier")?;
         add_family(&mut programming, v6)?;
     }
     Ok(programming)
@@ -189,7 +195,10 @@ mod tests {
         let mut sp = svc("default", "web", "fd00:10:96::a");
         sp.endpoints = vec![ep("fd00:10::20")];
         let cluster = cluster6(vec![sp]);
-        for proxier in [&KubeProxyIptables as &dyn Proxier, &KubeProxyIpvs] {
+        for proxier in [
+            &KubeProxyIptables::default() as &dyn Proxier,
+            &KubeProxyIpvs::default(),
+        ] {
             let p = program_node(proxier, &cluster, &node6()).expect("program");
             let rules = |tables: &std::collections::BTreeMap<_, crate::programming::TableRules>| {
                 tables
@@ -210,7 +219,7 @@ mod tests {
                 proxier.name()
             );
         }
-        let p = program_node(&KubeProxyIptables, &cluster, &node6()).expect("program");
+        let p = program_node(&KubeProxyIptables::default(), &cluster, &node6()).expect("program");
         assert_eq!(
             p.sysctls
                 .get("net.ipv4.conf.all.route_localnet")
@@ -218,7 +227,7 @@ mod tests {
             Some("1"),
             "the IPv4 proxier's localhost NodePorts"
         );
-        let p = program_node(&KubeProxyIpvs, &cluster, &node6()).expect("program");
+        let p = program_node(&KubeProxyIpvs::default(), &cluster, &node6()).expect("program");
         assert_eq!(
             p.kube_ipvs0_addresses(),
             ["fd00:10:96::a".parse::<std::net::IpAddr>().unwrap()]
@@ -229,7 +238,7 @@ mod tests {
                 "the idle proxier's sets are empty: {set:?}"
             );
         }
-        let p = program_node(&KubeProxyNftables, &cluster, &node6()).expect("program");
+        let p = program_node(&KubeProxyNftables::default(), &cluster, &node6()).expect("program");
         let ip: Vec<&String> = p
             .nft
             .lines

@@ -7,16 +7,14 @@
 mod conntrack_cleanup;
 mod conntrack_sysctls;
 mod endpoints;
-pub mod exec;
 pub mod families;
 pub mod kube_proxy_iptables;
 pub mod kube_proxy_ipvs;
 pub mod kube_proxy_nftables;
-mod node_port_addresses;
-pub mod programmer;
-pub mod real;
-pub mod replay;
+pub mod node_port_addresses;
+pub mod release_view;
 pub use crate::builtins::{Builtin, BUILTINS};
+pub use crate::release::{Release, ReleaseRange};
 mod sha256_base32;
 #[cfg(test)]
 mod test_cluster;
@@ -50,8 +48,9 @@ pub struct Resync<'a> {
 /// A proxier that computes programming from cluster state without touching the kernel. Shared
 /// by the workers of a parallel run, hence `Send + Sync`.
 pub trait Proxier: Send + Sync {
-    /// Stable name used in reports and snapshot file names.
-    fn name(&self) -> &'static str;
+    /// Stable name used in reports and snapshot file names (a built-in's at a release other
+    /// than the newest carries it: `kube-proxy-iptables@v1.34`).
+    fn name(&self) -> String;
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming>;
 
     /// The programming of a later sync, over what the node holds after earlier ones (by
@@ -72,11 +71,28 @@ pub trait Proxier: Send + Sync {
     fn random_backend_choice(&self) -> bool {
         false
     }
+
+    /// Whether it programs IPVS, so needs IP_VS in the kernel.
+    fn programs_ipvs(&self) -> bool {
+        false
+    }
+
+    /// The kube-proxy release it models: the cluster is handed to it as that release's
+    /// informers and caches see it ([`release_view`]).
+    fn release(&self) -> crate::release::Release {
+        crate::release::Release::NEWEST
+    }
+
+    /// Its mode's `--nodeport-addresses` when none is given: every address (iptables and IPVS
+    /// modes); nftables mode's is `[primary]`.
+    fn default_node_port_addresses(&self) -> Vec<crate::scenario::NodePortAddress> {
+        Vec::new()
+    }
 }
 
 /// A boxed proxier is a proxier, so a chosen built-in can go wherever one is expected.
 impl<P: Proxier + ?Sized> Proxier for Box<P> {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> String {
         (**self).name()
     }
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
@@ -93,14 +109,31 @@ impl<P: Proxier + ?Sized> Proxier for Box<P> {
     fn random_backend_choice(&self) -> bool {
         (**self).random_backend_choice()
     }
+    fn programs_ipvs(&self) -> bool {
+        (**self).programs_ipvs()
+    }
+    fn release(&self) -> crate::release::Release {
+        (**self).release()
+    }
+    fn default_node_port_addresses(&self) -> Vec<crate::scenario::NodePortAddress> {
+        (**self).default_node_port_addresses()
+    }
 }
 
-/// The built-in reference proxiers, by name.
+/// The built-in reference proxiers, by name: `kube-proxy-iptables` models the newest release,
+/// `kube-proxy-iptables@v1.34` the release named (one the built-ins model, [`Release::MODELLED`]).
 pub fn builtin(name: &str) -> Option<Box<dyn Proxier>> {
-    match name {
-        "kube-proxy-ipvs" => Some(Box::new(kube_proxy_ipvs::KubeProxyIpvs)),
-        "kube-proxy-iptables" => Some(Box::new(kube_proxy_iptables::KubeProxyIptables)),
-        "kube-proxy-nftables" => Some(Box::new(kube_proxy_nftables::KubeProxyNftables)),
+    let (base, release) = match name.split_once('@') {
+        Some((base, release)) => (base, release.parse::<Release>().ok()?),
+        None => (name, Release::NEWEST),
+    };
+    if !release.is_modelled() {
+        return None;
+    }
+    match base {
+        "kube-proxy-ipvs" => Some(Box::new(kube_proxy_ipvs::KubeProxyIpvs { release })),
+        "kube-proxy-iptables" => Some(Box::new(kube_proxy_iptables::KubeProxyIptables { release })),
+        "kube-proxy-nftables" => Some(Box::new(kube_proxy_nftables::KubeProxyNftables { release })),
         _ => None,
     }
 }
@@ -116,19 +149,6 @@ pub const BUILTIN: [&str; BUILTINS.len()] = {
     names
 };
 
-/// Whether the proxier `spec` names needs IP_VS in the kernel, decided from what it is, not
-/// from its spelling: the IPVS built-in, a real kube-proxy in IPVS mode, or a `replay:`
-/// capture that holds IPVS services. An
-/// `exec:` proxier is only known by what it programs: one that writes IPVS services on a kernel
-/// without IP_VS fails when they are applied, saying so.
-pub fn needs_ipvs(spec: &str) -> bool {
-    let spec = programmer::Named::split(spec).map_or(spec, |(_, inner)| inner);
-    if let Some(dir) = spec.strip_prefix("replay:") {
-        return replay::Replay::new(dir).captures_ipvs();
-    }
-    BUILTINS.iter().any(|b| b.needs_ipvs && b.name == spec) || spec.starts_with("kube-proxy:ipvs")
-}
-
 #[cfg(test)]
 mod builtin_tests {
     use super::*;
@@ -139,7 +159,11 @@ mod builtin_tests {
         for b in &BUILTINS {
             let built = builtin(b.name).unwrap_or_else(|| panic!("{} is not built", b.name));
             assert_eq!(built.name(), b.name);
-            assert_eq!(needs_ipvs(b.name), b.needs_ipvs, "{}", b.name);
+            assert_eq!(built.programs_ipvs(), b.needs_ipvs, "{}", b.name);
+            for release in Release::MODELLED {
+                let at = builtin(&format!("{}@{release}", b.name)).expect("a modelled release");
+                assert_eq!(at.name(), crate::release::builtin_label(b.name, release));
+            }
             assert_eq!(
                 b.needs_ipvs,
                 b.tests.starts_with("needs_ipvs_"),
@@ -149,5 +173,11 @@ mod builtin_tests {
         }
         assert_eq!(BUILTIN.len(), BUILTINS.len());
         assert!(builtin("kube-proxy-userspace").is_none());
+        assert!(builtin("kube-proxy-iptables@v1.33").is_none());
+        assert!(builtin("kube-proxy-iptables@1.x").is_none());
+        assert_eq!(
+            builtin("kube-proxy-iptables@v1.37").map(|p| p.name()),
+            Some("kube-proxy-iptables".to_string())
+        );
     }
 }

@@ -78,6 +78,31 @@ impl NodePortAddresses {
     }
 }
 
+/// Where kube-proxy's service health server listens on a node (`newServiceHealthServer`,
+/// pkg/proxy/healthcheck/service_health.go l.60-86 in v1.37.2): each family's proxier on its
+/// family's wildcard when `--nodeport-addresses` (or the mode's default, `default`, when it is
+/// empty) matches every address, otherwise only on the node addresses inside it
+/// (`nodePortAddresses.GetNodeIPs`). With `[127.0.0.0/8]` a connection to the node IP is
+/// refused: nothing listens there.
+pub fn health_server_addresses(
+    entries: &[NodePortAddress],
+    default: &[NodePortAddress],
+    node: &NodeContext,
+) -> Vec<IpAddr> {
+    let entries = if entries.is_empty() { default } else { entries };
+    std::iter::once(node)
+        .chain(node.ipv6.as_deref())
+        .flat_map(|n| {
+            let npa = NodePortAddresses::new(entries, n.node_ip);
+            if npa.match_all() {
+                vec![IpFamily::of(n.node_ip).unspecified()]
+            } else {
+                npa.node_ips(n)
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -67,6 +67,8 @@ pub(crate) fn cluster6(service_ports: Vec<ServicePortInfo>) -> ClusterState {
 /// A TCP ClusterIP service port `ns/name:p80` on port 80.
 pub(crate) fn svc(ns: &str, name: &str, cluster_ip: &str) -> ServicePortInfo {
     ServicePortInfo {
+        headless_label: false,
+        listed: Vec::new(),
         namespace: ns.into(),
         name: name.into(),
         port_name: "p80".into(),

@@ -9,7 +9,7 @@
 use super::markup::{code, text, Block, Line};
 use super::results::Results;
 use super::{converged_name, dedup, probe_violations, shots, spelled};
-use crate::observe::{ProbeObservation, ShotObservation};
+use crate::document::{ProbeObservation, ShotObservation};
 use crate::run::ScenarioRun;
 use std::collections::BTreeSet;
 

@@ -9,8 +9,8 @@
 use super::markup::{self, code, strong, text, Block, Line};
 use super::results::Results;
 use super::{probe_violations, shots, spelled};
+use crate::document::ProbeObservation;
 use crate::evidence::{NodeEvidence, ProbeEvidence};
-use crate::observe::ProbeObservation;
 use crate::run::ScenarioRun;
 use std::path::Path;
 

@@ -5,9 +5,9 @@
 
 use super::results::{timestamp, Results};
 use super::{dedup, probe_violations, shots, spelled};
-use crate::observe::ProbeObservation;
+use crate::document::NodeSummary;
+use crate::document::ProbeObservation;
 use crate::provenance::Environment;
-use crate::run::NodeSummary;
 use serde::Serialize;
 
 /// The version of this document's shape; a change that removes or renames a field bumps it.

@@ -8,7 +8,7 @@
 //! POSTROUTING hop, where a masquerade was missing), a wrong reply at the last hop of the reply.
 
 use super::markup::{xml_escape, Figure};
-use crate::observe::Verdict;
+use crate::document::Verdict;
 use crate::trace::Trace;
 use std::fmt::Write as _;
 

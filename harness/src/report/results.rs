@@ -1,10 +1,10 @@
 //! What one `kpct run` produced, as every output ([`super::table`], [`super::junit`],
 //! [`super::document`], [`super::json`]) reads it.
 
-use crate::observe::ProbeObservation;
+use crate::document::ProbeObservation;
+use crate::document::StepObservation;
 use crate::provenance::Environment;
 use crate::run::ScenarioRun;
-use crate::run::StepObservation;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};

@@ -74,7 +74,7 @@ pub fn table(results: &Results, style: Style) -> String {
     let mut groups: Vec<(String, Vec<[String; 4]>)> = Vec::new();
     for run in &results.runs {
         let obs = &run.observation;
-        let probe_row = |probe: &crate::observe::ProbeObservation| {
+        let probe_row = |probe: &crate::document::ProbeObservation| {
             let failed = !probe_violations(run, &probe.probe).is_empty();
             let shots = shots(probe);
             let verdicts = dedup(shots.iter().map(|s| spelled(s.verdict)));

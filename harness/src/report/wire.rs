@@ -5,7 +5,7 @@
 //! Every field travels, also those the snapshot documents and `--json` leave out (each shot's
 //! source port, the observed source address, every shot of a random choice): the outputs
 //! rendered from a run that came back are those of a run made here. Those fields are marked
-//! `skip_serializing_if = "crate::observe::omitted"`, which omits them unless this module
+//! `skip_serializing_if = "crate::document::omitted"`, which omits them unless this module
 //! is serializing (`observe::with_every_field`).
 
 use super::results::{NotRun, RunError};
@@ -27,7 +27,7 @@ pub struct Returned {
 
 /// `runs`, `errors` and `not_run` in wire form.
 pub fn write(runs: &[ScenarioRun], errors: &[RunError], not_run: &[NotRun]) -> Result<String> {
-    crate::observe::with_every_field(|| {
+    crate::document::with_every_field(|| {
         serde_json::to_string(&Returned {
             format: FORMAT.into(),
             runs: runs.to_vec(),

@@ -1,7 +1,7 @@
 //! Whether a node re-synced by a step holds what a fresh node synced to the same state holds.
 
+use crate::drivers::programmer::RunProgrammer;
 use crate::ipvs_connections::ipvs_table;
-use crate::proxier::programmer::RunProgrammer;
 use crate::scenario::cluster::ClusterState;
 use crate::scenario::{self, Scenario};
 use crate::topology::{NodeNs, Topology};

@@ -34,7 +34,7 @@ use anyhow::{bail, Context, Result};
 use std::time::{Duration, Instant};
 
 #[cfg(doc)]
-use crate::proxier::programmer::RunProgrammer;
+use crate::drivers::programmer::RunProgrammer;
 
 /// How often the connection counts are read while waiting.
 const POLL: Duration = Duration::from_millis(250);

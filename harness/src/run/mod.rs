@@ -4,21 +4,18 @@
 //! The stages, each in its own file: [`stage`] (namespaces built, nodes programmed, a step
 //! applied), [`drain`] (real servers that ended connections hold waited out after a step),
 //! [`probes`] (a group of probes fired and judged), [`converge`] (a re-synced node against a
-//! fresh one); [`document`] is what a run observes.
+//! fresh one). What a run observes is [`crate::document`].
 
 mod converge;
-mod document;
 mod drain;
 mod probes;
 mod stage;
 
-pub use crate::proxier::programmer::{NodeProgrammer, NodeSummary, RunProgrammer};
-pub use document::{
-    behaviour_differences, behaviour_lines, node_addresses, ScenarioObservation, StepObservation,
-};
+pub use crate::drivers::programmer::{NodeProgrammer, RunProgrammer};
 pub use probes::shots_to_reach_all;
 pub use stage::{stage, stage_with_prefix, Advanced, Staged};
 
+use crate::document::{ScenarioObservation, StepObservation};
 use crate::evidence::ProbeEvidence;
 use crate::kept_flows::KeptFlows;
 use crate::probe::{self, Patience};

@@ -1,11 +1,13 @@
 //! The probes of the initial state or of one step: planned, fired, observed and judged.
 
-use super::{node_addresses, Judged, Timing};
+use super::{Judged, Timing};
+use crate::document::ProbeObservation;
+use crate::drivers::programmer::{NodeProgrammer, RunProgrammer};
 use crate::evidence::Collector;
 use crate::kept_flows::KeptFlows;
-use crate::observe::{self, ProbeObservation};
+use crate::observe;
+use crate::observe::node_addresses;
 use crate::probe;
-use crate::proxier::programmer::{NodeProgrammer, RunProgrammer};
 use crate::scenario::cluster::ClusterState;
 use crate::scenario::{Probe, Scenario, TargetPort};
 use crate::topology::Topology;
@@ -48,18 +50,19 @@ fn candidate_backends(cluster: &ClusterState, scenario: &Scenario, probe: &Probe
         _ => None,
     };
     port.map(|sp| {
-        // Only endpoints a proxier may pick: ready ones, else serving+terminating ones
-        // (pkg/proxy/topology.go). Extra shots at a Service with none would only feed the
+        // Only endpoints a proxier may pick: ready ones, else serving+terminating ones, and
+        // that per traffic policy: a node without a ready local endpoint serves an eTP/iTP
+        // Local Service from its serving-terminating ones although others are ready
+        // elsewhere (`CategorizeEndpoints`, pkg/proxy/topology.go). The larger of the two
+        // sets bounds either pick; extra shots at a Service with none would only feed the
         // kernel's ICMP rate limit and turn REJECTs into apparent drops.
         let ready = sp.endpoints.iter().filter(|e| e.ready).count();
-        if ready > 0 {
-            ready
-        } else {
-            sp.endpoints
-                .iter()
-                .filter(|e| e.serving && e.terminating)
-                .count()
-        }
+        let terminating = sp
+            .endpoints
+            .iter()
+            .filter(|e| e.serving && e.terminating)
+            .count();
+        ready.max(terminating)
     })
     .unwrap_or(1)
 }

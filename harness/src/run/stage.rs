@@ -2,14 +2,16 @@
 //! step applied to it.
 
 use crate::backends::Backends;
+use crate::document::NodeSummary;
+use crate::drivers::programmer::{NodeProgrammer, RunProgrammer};
 use crate::netns::naming::RunPrefix;
-use crate::proxier::programmer::{NodeProgrammer, NodeSummary, RunProgrammer};
 use crate::proxier::Resync;
 use crate::scenario::cluster::ClusterState;
 use crate::scenario::{self, Scenario};
 use crate::topology::{NodeNs, Topology};
 use anyhow::{Context, Result};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::time::Duration;
 
 /// A scenario's namespaces built, every node programmed by the proxier and the backends
@@ -29,6 +31,8 @@ pub struct Staged<'p> {
     /// The healthCheckNodePorts the harness's stand-in health servers listen on (none when
     /// the proxier serves them itself).
     health_checks: BTreeSet<u16>,
+    /// Where each node's stand-in health server listens, by node.
+    health_addresses: BTreeMap<String, Vec<IpAddr>>,
 }
 
 /// Builds `scenario`'s topology in fresh namespaces and programs every node with `proxier`.
@@ -69,11 +73,36 @@ pub async fn stage_with_prefix<'p, P: NodeProgrammer + ?Sized>(
     } else {
         cluster.health_check_node_ports()
     };
-    backends.serve_health_checks(&topo, &Vec::from_iter(health_checks.iter().copied()))?;
+    let health_addresses: BTreeMap<String, Vec<IpAddr>> = contexts
+        .iter()
+        .zip(topo.nodes())
+        .map(|(ctx, node)| {
+            let at = proxier
+                .health_check_addresses(ctx, &scenario.proxier)
+                .unwrap_or_else(|| {
+                    std::iter::once(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED))
+                        .chain(node.ipv6.map(IpAddr::V6))
+                        .collect()
+                });
+            (node.name.clone(), at)
+        })
+        .collect();
+    let addresses_of = |name: &str| {
+        health_addresses
+            .get(name)
+            .cloned()
+            .with_context(|| format!("no node {name}"))
+    };
+    backends.serve_health_checks(
+        &topo,
+        &Vec::from_iter(health_checks.iter().copied()),
+        &addresses_of,
+    )?;
     Ok(Staged {
         programmer,
         steps_problem: proxier.steps_problem(scenario),
         health_checks,
+        health_addresses,
         backends,
         topo,
         cluster,
@@ -129,7 +158,15 @@ impl Staged<'_> {
                 .difference(&self.health_checks)
                 .copied()
                 .collect();
-            self.backends.serve_health_checks(&self.topo, &new_ports)?;
+            let health_addresses = &self.health_addresses;
+            let addresses_of = |name: &str| {
+                health_addresses
+                    .get(name)
+                    .cloned()
+                    .with_context(|| format!("no node {name}"))
+            };
+            self.backends
+                .serve_health_checks(&self.topo, &new_ports, &addresses_of)?;
             self.health_checks.extend(new_ports);
         }
         let synced = std::time::Instant::now();

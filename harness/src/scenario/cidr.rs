@@ -2,7 +2,7 @@
 //! Kubernetes writes either as a list (`podCIDRs`, `podIPs`) or comma-separated
 //! (`--cluster-cidr=10.244.0.0/16,fd00:10:244::/56`).
 
-use super::family::{IpCidr, IpFamily};
+use super::family::IpFamily;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -347,6 +347,135 @@ impl<'de, V4: FamilyValue, V6: FamilyValue> Deserialize<'de> for Dual<V4, V6> {
     }
 }
 
+/// A prefix of either family: where a Kubernetes field takes both (`loadBalancerSourceRanges`,
+/// `--nodeport-addresses`) and in the document a proxier of one family receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum IpCidr {
+    V4(Ipv4Cidr),
+    V6(Ipv6Cidr),
+}
+
+impl IpCidr {
+    /// `addr/len`, or `None` if the length is over the family's.
+    pub fn new(addr: IpAddr, prefix_len: u8) -> Option<IpCidr> {
+        match addr {
+            IpAddr::V4(a) => Ipv4Cidr::new(a, prefix_len).map(IpCidr::V4),
+            IpAddr::V6(a) => Ipv6Cidr::new(a, prefix_len).map(IpCidr::V6),
+        }
+    }
+
+    /// The one-address prefix of `ip` (`/32` or `/128`).
+    pub fn host(ip: IpAddr) -> IpCidr {
+        match ip {
+            IpAddr::V4(a) => IpCidr::V4(Ipv4Cidr {
+                addr: a,
+                prefix_len: 32,
+            }),
+            IpAddr::V6(a) => IpCidr::V6(Ipv6Cidr {
+                addr: a,
+                prefix_len: 128,
+            }),
+        }
+    }
+
+    pub fn family(&self) -> IpFamily {
+        match self {
+            IpCidr::V4(_) => IpFamily::Ipv4,
+            IpCidr::V6(_) => IpFamily::Ipv6,
+        }
+    }
+
+    pub fn addr(&self) -> IpAddr {
+        match self {
+            IpCidr::V4(c) => IpAddr::V4(c.addr),
+            IpCidr::V6(c) => IpAddr::V6(c.addr),
+        }
+    }
+
+    pub fn prefix_len(&self) -> u8 {
+        match self {
+            IpCidr::V4(c) => c.prefix_len,
+            IpCidr::V6(c) => c.prefix_len,
+        }
+    }
+
+    /// The network address (host bits cleared).
+    pub fn network(&self) -> IpAddr {
+        match self {
+            IpCidr::V4(c) => IpAddr::V4(c.network()),
+            IpCidr::V6(c) => IpAddr::V6(c.network()),
+        }
+    }
+
+    /// `network/len`: the prefix as iptables, nft and ipset print it back.
+    pub fn normalized(&self) -> IpCidr {
+        IpCidr::new(self.network(), self.prefix_len()).unwrap_or(*self)
+    }
+
+    /// Whether `ip` (of either family) lies in the prefix; never across families.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self, ip) {
+            (IpCidr::V4(c), IpAddr::V4(a)) => c.contains(a),
+            (IpCidr::V6(c), IpAddr::V6(a)) => c.contains(a),
+            _ => false,
+        }
+    }
+
+    /// The `n`-th address (0 = the network address).
+    pub fn nth(&self, n: u32) -> Option<IpAddr> {
+        match self {
+            IpCidr::V4(c) => c.nth(n).map(IpAddr::V4),
+            IpCidr::V6(c) => c.nth(n).map(IpAddr::V6),
+        }
+    }
+
+    /// The prefix of no length (`0.0.0.0/0`, `::/0`), which matches every address.
+    pub fn is_zero(&self) -> bool {
+        self.prefix_len() == 0
+    }
+
+    pub fn v4(&self) -> Option<Ipv4Cidr> {
+        match self {
+            IpCidr::V4(c) => Some(*c),
+            IpCidr::V6(_) => None,
+        }
+    }
+}
+
+impl From<Ipv4Cidr> for IpCidr {
+    fn from(c: Ipv4Cidr) -> IpCidr {
+        IpCidr::V4(c)
+    }
+}
+
+impl From<Ipv6Cidr> for IpCidr {
+    fn from(c: Ipv6Cidr) -> IpCidr {
+        IpCidr::V6(c)
+    }
+}
+
+impl std::fmt::Display for IpCidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IpCidr::V4(c) => c.fmt(f),
+            IpCidr::V6(c) => c.fmt(f),
+        }
+    }
+}
+
+impl std::str::FromStr for IpCidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.contains(':') {
+            s.parse().map(IpCidr::V6)
+        } else {
+            s.parse().map(IpCidr::V4)
+        }
+    }
+}
+
+serde_as_string!(IpCidr);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,5 +534,22 @@ mod tests {
                 .to_string();
             assert!(err.contains(says), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn a_prefix_of_either_family_parses_prints_and_never_matches_across_families() {
+        let v6: IpCidr = "fd00:10:96::5/112".parse().unwrap();
+        assert_eq!(v6.family(), IpFamily::Ipv6);
+        assert_eq!(v6.normalized().to_string(), "fd00:10:96::/112");
+        assert!(v6.contains("fd00:10:96::ffff".parse().unwrap()));
+        assert!(!v6.contains("10.96.0.1".parse().unwrap()));
+        let v4: IpCidr = "10.96.0.0/12".parse().unwrap();
+        assert!(!v4.contains("::ffff:10.96.0.1".parse().unwrap()));
+        assert_eq!(
+            IpCidr::host("fd00::1".parse().unwrap()).to_string(),
+            "fd00::1/128"
+        );
+        assert!("fd00::/129".parse::<IpCidr>().is_err());
+        assert!("10.0.0.0/33".parse::<IpCidr>().is_err());
     }
 }

@@ -146,7 +146,29 @@ pub struct ServicePortInfo {
     /// ClientIP affinity timeout; `None` without session affinity.
     pub session_affinity_timeout_seconds: Option<u32>,
     pub health_check_node_port: Option<u16>,
+    /// The endpoints, one per `IP:port`, as kube-proxy v1.37's EndpointSlice cache holds them
+    /// (`EndpointSliceCache.addEndpoints`, pkg/proxy/endpointslicecache.go: of an address
+    /// listed twice, a later copy that is not terminating replaces an earlier one), sorted.
     pub endpoints: Vec<EndpointInfo>,
+    /// The Service carries `service.kubernetes.io/headless`: kube-proxy v1.35 and earlier never
+    /// see it (their Service informer filters the label, cmd/kube-proxy/app/server.go); the
+    /// built-ins of those releases leave it out. Not in an `exec:` proxier's document.
+    #[serde(skip)]
+    pub headless_label: bool,
+    /// Every endpoint every slice lists, in the slices' order, copies of one address included,
+    /// each with whether its slice carries `service.kubernetes.io/service-proxy-name` (v1.35 and
+    /// earlier filter such slices too): what an older release's cache makes of them
+    /// (`crate::proxier`'s release view). Not in an `exec:` proxier's document.
+    #[serde(skip)]
+    pub listed: Vec<ListedEndpoint>,
+}
+
+/// One endpoint as a slice lists it (see [`ServicePortInfo::listed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedEndpoint {
+    pub endpoint: EndpointInfo,
+    /// Its slice is labelled `service.kubernetes.io/service-proxy-name`.
+    pub proxy_name_slice: bool,
 }
 
 impl ServicePortInfo {

@@ -4,9 +4,10 @@
 //! operator can jump straight to the offending line. serde_yaml_ng keeps no spans in its values,
 //! so lines of semantic problems are found by re-reading the text (see [`locate`]).
 
+use super::field_path::{FieldPath, Seg};
 use super::model::{Scenario, IPV4_FORM};
 use super::recover::{self, SerdeProblem};
-use super::validate::{self, FieldPath, KnownProxiers, Seg};
+use super::validate::{self, KnownProxiers};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::fmt;
 use std::path::Path;
@@ -196,17 +197,6 @@ fn serde_problem(text: &str, origin: &str, p: &SerdeProblem) -> Problem {
         path: path.to_string(),
         message,
     }
-}
-
-pub(super) fn path_segments(path: &serde_path_to_error::Path) -> Vec<Seg> {
-    path.iter()
-        .filter_map(|segment| match segment {
-            serde_path_to_error::Segment::Seq { index } => Some(Seg::Index(*index)),
-            serde_path_to_error::Segment::Map { key } => Some(Seg::Key(key.clone())),
-            serde_path_to_error::Segment::Enum { variant } => Some(Seg::Key(variant.clone())),
-            serde_path_to_error::Segment::Unknown => None,
-        })
-        .collect()
 }
 
 /// Strips what the `file:line:column: path:` prefix already says from a serde_yaml_ng message,

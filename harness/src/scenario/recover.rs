@@ -8,8 +8,8 @@
 //! the paths they occupy are returned so semantic checks there (which would judge a stand-in)
 //! are dropped.
 
+use super::field_path::Seg;
 use super::model::Scenario;
-use super::validate::Seg;
 use serde_yaml_ng::{Mapping, Value};
 
 /// At most this many problems from one file: beyond it, the file is not a scenario at all.
@@ -107,7 +107,7 @@ pub(super) fn deserialize(text: &str) -> Outcome {
 const MAX_ATTEMPTS: usize = 1000;
 
 fn problem(err: serde_path_to_error::Error<serde_yaml_ng::Error>) -> SerdeProblem {
-    let segments = super::load::path_segments(err.path());
+    let segments = super::field_path::path_segments(err.path());
     SerdeProblem {
         segments,
         error: err.into_inner(),

@@ -2,14 +2,15 @@
 //! change trackers would hold (pkg/proxy/serviceport.go, pkg/proxy/endpointslicecache.go), with
 //! endpoints derived the way the EndpointSlice controller would when the file gives none.
 
-use super::family::{of_family, IpCidr, IpFamily};
+use super::cidr::IpCidr;
+use super::family::{of_family, IpFamily};
 use super::model::{
     Endpoint, EndpointConditions, EndpointSlice, IpMode, Pod, Scenario, Service, ServicePort,
     ServiceType, SessionAffinity, TargetPort, TrafficPolicy,
 };
 use super::validate::{named_port, selected_pods};
 use crate::scenario::cluster::{
-    ClusterState, EndpointInfo, NodeContext, NodeInfo, ServicePortInfo,
+    ClusterState, EndpointInfo, ListedEndpoint, NodeContext, NodeInfo, ServicePortInfo,
 };
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -158,6 +159,7 @@ fn service_port_info(
     port: &ServicePort,
 ) -> ServicePortInfo {
     let spec = &svc.spec;
+    let listed = listed_endpoints(s, svc, family, port);
     let exposed_on_nodes = matches!(
         spec.type_,
         ServiceType::NodePort | ServiceType::LoadBalancer
@@ -182,7 +184,9 @@ fn service_port_info(
         internal_policy_local: spec.internal_traffic_policy == Some(TrafficPolicy::Local),
         session_affinity_timeout_seconds: affinity_timeout(svc),
         health_check_node_port: spec.health_check_node_port.filter(|_| needs_health_check),
-        endpoints: endpoints(s, svc, family, port),
+        endpoints: newest_cache(&listed),
+        headless_label: svc.labels.contains_key(LABEL_HEADLESS),
+        listed,
     }
 }
 
@@ -232,35 +236,55 @@ pub(crate) fn affinity_timeout(svc: &Service) -> Option<u32> {
     })
 }
 
-/// Endpoints of one service port for the proxier of `family`, sorted by IP then port.
-/// Explicit slices replace the selector, as a selector-less Service with hand-made
-/// EndpointSlices does in a real cluster; the proxier reads only slices of its address type
-/// (`EndpointSliceUpdate`, pkg/proxy/endpointschangetracker.go).
-fn endpoints(
+/// `service.kubernetes.io/headless`: every kube-proxy's EndpointSlice informer filters slices
+/// carrying it (`noHeadlessEndpoints`, cmd/kube-proxy/app/server.go), v1.35 and earlier their
+/// Service informer too.
+pub const LABEL_HEADLESS: &str = "service.kubernetes.io/headless";
+
+/// Every endpoint of one service port the proxier of `family` is handed, in the slices' order,
+/// copies of one address included. Explicit slices replace the selector, as a selector-less
+/// Service with hand-made EndpointSlices does in a real cluster; the proxier reads only slices
+/// of its address type (`EndpointSliceUpdate`, pkg/proxy/endpointschangetracker.go), and none
+/// labelled headless (no release's informer delivers them).
+fn listed_endpoints(
     s: &Scenario,
     svc: &Service,
     family: IpFamily,
     port: &ServicePort,
-) -> Vec<EndpointInfo> {
+) -> Vec<ListedEndpoint> {
     let slices: Vec<&EndpointSlice> = s
         .endpoint_slices
         .iter()
         .filter(|sl| sl.namespace == svc.namespace && sl.service == svc.name)
         .collect();
-    let all = if slices.is_empty() {
-        selector_endpoints(s, svc, family, port)
-    } else {
-        let of_family: Vec<&EndpointSlice> = slices
+    if slices.is_empty() {
+        return selector_endpoints(s, svc, family, port)
             .into_iter()
-            .filter(|sl| sl.address_type == family)
+            .map(|endpoint| ListedEndpoint {
+                endpoint,
+                proxy_name_slice: false,
+            })
             .collect();
-        slice_endpoints(s, &of_family, port)
-    };
-    // Keyed by IP:port like kube-proxy's endpoint set, so overlapping slices yield one endpoint
-    // (the first one seen) and the result comes out sorted.
+    }
+    let delivered: Vec<&EndpointSlice> = slices
+        .into_iter()
+        .filter(|sl| sl.address_type == family && !sl.labels.contains_key(LABEL_HEADLESS))
+        .collect();
+    slice_endpoints(s, &delivered, port)
+}
+
+/// The endpoint set kube-proxy v1.36 and later keep of `listed` (`addEndpoints`,
+/// pkg/proxy/endpointslicecache.go l.247 in v1.37.2: `if _, exists := endpointSet[key]; !exists
+/// || !terminating`: a later copy of an address replaces an earlier one unless it is
+/// terminating), keyed and sorted by `IP:port`.
+pub fn newest_cache(listed: &[ListedEndpoint]) -> Vec<EndpointInfo> {
     let mut by_addr: BTreeMap<(IpAddr, u16), EndpointInfo> = BTreeMap::new();
-    for ep in all {
-        by_addr.entry((ep.ip, ep.port)).or_insert(ep);
+    for l in listed {
+        let ep = &l.endpoint;
+        let key = (ep.ip, ep.port);
+        if !by_addr.contains_key(&key) || !ep.terminating {
+            by_addr.insert(key, ep.clone());
+        }
     }
     by_addr.into_values().collect()
 }
@@ -270,11 +294,14 @@ fn slice_endpoints(
     s: &Scenario,
     slices: &[&EndpointSlice],
     port: &ServicePort,
-) -> Vec<EndpointInfo> {
+) -> Vec<ListedEndpoint> {
     let wanted = port.name.as_deref().unwrap_or("");
     slices
         .iter()
         .flat_map(|slice| {
+            let proxy_name_slice = slice
+                .labels
+                .contains_key(super::model::LABEL_SERVICE_PROXY_NAME);
             slice
                 .ports
                 .iter()
@@ -282,10 +309,12 @@ fn slice_endpoints(
                     p.name.as_deref().unwrap_or("") == wanted && p.protocol == port.protocol
                 })
                 .flat_map(move |p| {
-                    slice
-                        .endpoints
-                        .iter()
-                        .filter_map(move |ep| endpoint_info(s, ep, p.port))
+                    slice.endpoints.iter().filter_map(move |ep| {
+                        endpoint_info(s, ep, p.port).map(|endpoint| ListedEndpoint {
+                            endpoint,
+                            proxy_name_slice,
+                        })
+                    })
                 })
         })
         .collect()

@@ -1,8 +1,8 @@
 //! The cluster state after each step of a scenario: the initial objects with every earlier
 //! step's changes applied, as the API server would hold them.
 
+use super::field_path::{split_ref, FieldPath};
 use super::model::{Probe, Scenario, Step};
-use super::validate::{split_ref, FieldPath};
 
 /// A scenario as it stands at one point of its steps.
 #[derive(Debug, Clone)]

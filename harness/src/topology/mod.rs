@@ -259,6 +259,14 @@ impl Topology {
             None => None,
         };
         timings.external = started.elapsed();
+        // The fabric's ends of the underlay's veths, each running (see netns/link.rs).
+        let ports: Vec<String> = (0..nodes.len())
+            .map(fabric_port_for_node)
+            .chain(external.as_ref().map(|_| fabric_port_for_external()))
+            .collect();
+        fabric
+            .ensure_links_up(&ports.iter().map(String::as_str).collect::<Vec<_>>())
+            .context("the fabric")?;
 
         Ok(Topology {
             prefix,
@@ -290,11 +298,14 @@ impl Topology {
             .ok_or_else(|| anyhow!("no node `{name}` in this topology"))
     }
 
-    pub fn pod(&self, name: &str) -> Result<&PodNs> {
+    /// The pod `reference` names (`namespace/name` or `name`: pod names are unique across
+    /// namespaces).
+    pub fn pod(&self, reference: &str) -> Result<&PodNs> {
+        let name = reference.rsplit('/').next().unwrap_or(reference);
         self.pods
             .iter()
             .find(|p| p.name == name)
-            .ok_or_else(|| anyhow!("no pod `{name}` in this topology"))
+            .ok_or_else(|| anyhow!("no pod `{reference}` in this topology"))
     }
 
     /// Creates `pod` (of the scenario, validated) on its node as a kubelet and the CNI do when
@@ -506,7 +517,19 @@ fn create_ns(name: &str, ipv6: Ipv6) -> Result<Netns> {
             ),
         ],
     };
-    for (key, value) in settings {
+    // ICMP errors without the kernel's per-destination rate limit (a burst of 6, then one a
+    // second, net/ipv4/icmp.c `icmpv4_xrlim_allow`, net/ipv6/icmp.c likewise): a probe fires
+    // its shots back to back, so past the sixth the port-unreachable of a REJECT, a closed
+    // port or a missing route came or not depending on how fast the shots went, and a shot
+    // without one waited out the whole probe timeout. Each shot is answered alike now.
+    let icmp: &[(&str, &str)] = match ipv6 {
+        Ipv6::Off => &[("net.ipv4.icmp_ratelimit", "0")],
+        Ipv6::On => &[
+            ("net.ipv4.icmp_ratelimit", "0"),
+            ("net.ipv6.icmp.ratelimit", "0"),
+        ],
+    };
+    for (key, value) in settings.iter().chain(icmp) {
         ns.set_sysctl(key, value)
             .with_context(|| format!("setting {key}={value} in {name}"))?;
     }
@@ -565,7 +588,11 @@ async fn build_node(
         .await?;
     fabric.enslave(&port, FABRIC_BRIDGE).await?;
     fabric.set_up(&port).await?;
-    configure_node(node, underlay).await
+    configure_node(node, underlay).await?;
+    // Both ends are up now: each is running before anything is sent (see netns/link.rs).
+    node.netns
+        .ensure_links_up(&[UNDERLAY_IF])
+        .with_context(|| format!("node {}", node.name))
 }
 
 /// A node's addresses, devices, routes and sysctls, on an `eth0` that exists already.
@@ -618,6 +645,11 @@ async fn configure_node(node: &NodeNs, underlay: &crate::scenario::DualCidr) -> 
         nl.add_address(BRIDGE_IF, gateway, range.prefix_len).await?;
     }
     nl.set_up(BRIDGE_IF).await?;
+    let ipv4 = node.ip.is_some() || node.pod_cidr.is_some();
+    let ipv6 = node.ipv6.is_some() || node.pod_cidr_v6.is_some();
+    for dev in [UNDERLAY_IF, BRIDGE_IF] {
+        unanswered_neighbours_fail_fast(&node.netns, dev, ipv4, ipv6)?;
+    }
 
     nl.add_vxlan(
         VXLAN_IF,
@@ -691,6 +723,31 @@ async fn wire_overlay(node: &NodeNs, all: &[NodeNs]) -> Result<()> {
     Ok(())
 }
 
+/// How long each of the (3) neighbour solicitations of an address waits for an answer, in
+/// milliseconds, on every interface of the suite that resolves addresses (the kernel's
+/// default is 1000).
+const NEIGHBOUR_RETRANS_MS: &str = "100";
+
+/// Resolution of an address nobody answers for on `dev` fails in 0.3 s, well within a probe's
+/// timeout, instead of 3 s, past it. A node has such destinations: its default route is the
+/// underlay itself, so a ClusterIP port no rule takes, an external IP or a pod address no one
+/// holds is resolved on the link. While a resolution is pending the packet waits in the
+/// neighbour's queue; when it fails the kernel answers it with a host (ICMPv6: address)
+/// unreachable (net/core/neighbour.c `neigh_invalidate`, `arp_error_report`,
+/// `ndisc_error_report`), and the entry stays FAILED for a while. With the default timers the
+/// first probe to such an address timed out (dropped) before that answer, and the next,
+/// meeting the leftover entry, was rejected: one probe's outcome depended on the one before.
+/// Now every shot meets the same thing: the failure, and its unreachable, within the probe.
+fn unanswered_neighbours_fail_fast(ns: &Netns, dev: &str, ipv4: bool, ipv6: bool) -> Result<()> {
+    let families = [("ipv4", ipv4), ("ipv6", ipv6)];
+    for (family, _) in families.iter().filter(|(_, on)| *on) {
+        let key = format!("net.{family}.neigh.{dev}.retrans_time_ms");
+        ns.set_sysctl(&key, NEIGHBOUR_RETRANS_MS)
+            .with_context(|| format!("{dev}: quick neighbour resolution failures"))?;
+    }
+    Ok(())
+}
+
 /// `2`: syncookies on every SYN, not only when the SYN queue overflows.
 pub const TCP_SYNCOOKIES: &str = "net.ipv4.tcp_syncookies";
 
@@ -740,6 +797,13 @@ async fn build_pod(node: &NodeNs, pod: &PodNs) -> Result<()> {
         nl.add_address(POD_IF, ip, range.prefix_len).await?;
     }
     nl.set_up(POD_IF).await?;
+    node.netns
+        .ensure_links_up(&[&pod.host_veth])
+        .with_context(|| format!("node {}", node.name))?;
+    pod.netns
+        .ensure_links_up(&[POD_IF])
+        .with_context(|| format!("pod {}", pod.name))?;
+    unanswered_neighbours_fail_fast(&pod.netns, POD_IF, pod.ip.is_some(), pod.ipv6.is_some())?;
     if let Some(gateway) = node.gateway_ip().filter(|_| pod.ip.is_some()) {
         nl.add_default_route(gateway).await?;
     }
@@ -774,5 +838,9 @@ async fn build_external(
     if let (Some(ip), Some(range)) = (ext.ipv6, underlay.v6) {
         nl.add_address("eth0", ip, range.prefix_len).await?;
     }
-    nl.set_up("eth0").await
+    nl.set_up("eth0").await?;
+    ext.netns
+        .ensure_links_up(&["eth0"])
+        .with_context(|| format!("external {}", ext.name))?;
+    unanswered_neighbours_fail_fast(&ext.netns, "eth0", ext.ip.is_some(), ext.ipv6.is_some())
 }

@@ -6,10 +6,12 @@
 pub mod ipvs_hits;
 pub mod monitor;
 
+use crate::document::ProbeObservation;
 use crate::kept_flows::KeptFlows;
-use crate::observe::{self, ProbeObservation};
+use crate::observe;
+use crate::observe::node_addresses;
 use crate::probe;
-use crate::run::{node_addresses, stage, NodeProgrammer};
+use crate::run::{stage, NodeProgrammer};
 use crate::scenario::Scenario;
 use crate::topology::Topology;
 use anyhow::{anyhow, bail, Context, Result};

@@ -18,7 +18,7 @@ pub mod processes;
 /// probes). Written to the process's stderr at once as well as in the panic: libtest prints a
 /// captured panic only when the whole binary ends, and a run cut short (a VM timeout, a kill)
 /// would lose the one message that explains a failure seen once.
-pub fn fail_with_report(run: &kpct::run::ScenarioRun, what: &str) -> ! {
+pub fn fail_with_report(run: &kpct::ScenarioRun, what: &str) -> ! {
     use std::io::Write;
     let yaml = run
         .observation
@@ -67,8 +67,8 @@ pub struct Mutated {
 }
 
 impl Proxier for Mutated {
-    fn name(&self) -> &'static str {
-        self.name
+    fn name(&self) -> String {
+        self.name.to_string()
     }
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
         let mut p = builtin(self.inner)
@@ -94,6 +94,79 @@ impl Proxier for Mutated {
             .expect("a built-in proxier")
             .random_backend_choice()
     }
+    /// The inner built-in's: an older release's built-in labelled as the newest is that
+    /// release's behaviour judged by the newest's expectations.
+    fn release(&self) -> kpct::release::Release {
+        builtin(self.inner).expect("a built-in proxier").release()
+    }
+    fn programs_ipvs(&self) -> bool {
+        builtin(self.inner)
+            .expect("a built-in proxier")
+            .programs_ipvs()
+    }
+    fn default_node_port_addresses(&self) -> Vec<kpct::scenario::NodePortAddress> {
+        builtin(self.inner)
+            .expect("a built-in proxier")
+            .default_node_port_addresses()
+    }
+}
+
+/// Changes nothing: with an older release's built-in as `inner`, a [`Mutated`] is that
+/// release's behaviour.
+pub fn unchanged(_: &mut Programming) -> anyhow::Result<()> {
+    Ok(())
+}
+
+/// kube-proxy's UDP conntrack cleanup as the built-ins did it before exploring found the
+/// difference: the DNAT target compared by address alone, whatever its port.
+pub fn serving_address_alone(p: &mut Programming) -> anyhow::Result<()> {
+    for c in &mut p.conntrack_cleanup {
+        for s in &mut c.serving {
+            s.port = None;
+        }
+    }
+    Ok(())
+}
+
+/// The cleanup of kube-proxy v1.36 and earlier: no entry of a Service without a serving
+/// endpoint goes.
+pub fn no_cleanup_without_endpoints(p: &mut Programming) -> anyhow::Result<()> {
+    p.conntrack_cleanup.retain(|c| !c.serving.is_empty());
+    Ok(())
+}
+
+/// A cleanup that also clears the flows of a deleted UDP Service (as v1.37 would, were its
+/// slices gone before it): every entry to 10.96.0.53:53, the ClusterIP
+/// transition-udp-service-deleted deletes.
+pub fn clear_flows_of_deleted_service(p: &mut Programming) -> anyhow::Result<()> {
+    p.conntrack_cleanup
+        .push(kpct::programming::ConntrackCleanup {
+            protocol: kpct::scenario::Protocol::Udp,
+            orig_dst: Some("10.96.0.53".parse()?),
+            orig_dport: 53,
+            serving: Vec::new(),
+        });
+    Ok(())
+}
+
+/// A proxier that serves the healthCheckNodePort as a NodePort: 32000 DNATed to web-a (the
+/// pod of health-check-from-node), so the node's health server never answers it.
+pub fn health_check_port_as_node_port(p: &mut Programming) -> anyhow::Result<()> {
+    let nat = p
+        .iptables
+        .get_mut(&Table::Nat)
+        .ok_or_else(|| anyhow::anyhow!("the proxier writes nat"))?;
+    let at = nat
+        .rules
+        .iter()
+        .position(|r| r.starts_with("-A KUBE-NODEPORTS"))
+        .ok_or_else(|| anyhow::anyhow!("no KUBE-NODEPORTS rule"))?;
+    nat.rules.insert(
+        at,
+        "-A KUBE-NODEPORTS -p tcp -m tcp --dport 32000 -j DNAT --to-destination 10.244.1.20:8080"
+            .to_string(),
+    );
+    Ok(())
 }
 
 /// Leaves the node's other IPVS services alone: nftables mode without its start-up flush.
@@ -497,9 +570,9 @@ pub fn kube_proxy_binary() -> std::path::PathBuf {
 }
 
 /// A scenario of the library, by file name.
-pub fn library_scenario(file: &str) -> kpct::scenario::Scenario {
+pub fn library_scenario(file: &str) -> kpct::Scenario {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../scenarios")
         .join(file);
-    kpct::scenario::load(&path).unwrap_or_else(|e| panic!("{e}"))
+    kpct::load(&path).unwrap_or_else(|e| panic!("{e}"))
 }

@@ -36,8 +36,11 @@ enum Command {
     /// kernel: in the suite's text format or as one tool would show it. With `--diff`, a
     /// unified diff against a second proxier's instead (exit 1 when they differ).
     Program(program::Args),
+    /// Act as an `exec:` proxier with a built-in's programming: read the document an `exec:`
+    /// proxier gets on stdin, print what the built-in programs for it (text format).
+    AsExec(as_exec::Args),
     /// Print the JSON document an `exec:` proxier gets on stdin for one node of a scenario, at
-    /// its first sync or after a step (schema: harness/src/proxier/exec-schema.md).
+    /// its first sync or after a step (schema: harness/src/drivers/exec-schema.md).
     Input(input::Args),
     /// Validate scenario files, run them against the built-ins and write each observation as a
     /// pending snapshot for `cargo insta review` (nothing when the golden one already says it):
@@ -51,6 +54,10 @@ enum Command {
     /// failures still there, new and gone checks, changed observations. Exit 1 on a regression
     /// or a new failing check.
     Compare(compare::Args),
+    /// Generated scenarios against two proxiers (compared) or one (checked against what any
+    /// conformant proxier does); each unexplained difference shrunk to a minimal scenario.
+    /// Exit 1 on any finding.
+    Explore(explore::Args),
     /// Run one scenario many times and report whether every observation is identical.
     Soak(soak::Args),
     /// Print the README's scenario table, generated from scenarios/ and snapshots/.
@@ -66,7 +73,21 @@ enum Command {
     Cleanup(cleanup::Args),
 }
 
+/// With this set, kpct only parses its command line: exit 0 when it parses, clap's error and
+/// exit 2 when not (harness/tests/docs.rs checks every command line of the documentation).
+const PARSE_ONLY: &str = "KPCT_PARSE_ONLY";
+
 fn main() {
+    if std::env::var_os(PARSE_ONLY).is_some() {
+        match Cli::try_parse() {
+            Ok(_) => std::process::exit(0),
+            Err(e) if !e.use_stderr() => std::process::exit(0),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(2);
+            }
+        }
+    }
     let result = match Cli::parse().command {
         Command::Caps(args) => caps::run(args),
         Command::Run(args) => run::run(args),
@@ -74,8 +95,10 @@ fn main() {
         Command::Program(args) => program::run(args),
         Command::Record(args) => record::run(args),
         Command::Input(args) => input::run(args),
+        Command::AsExec(args) => as_exec::run(args),
         Command::DiffProgramming(args) => diff_programming::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Explore(args) => explore::run(args),
         Command::Soak(args) => soak::run(args),
         Command::ScenarioTable(args) => scenario_table::run(args),
         Command::Lab(args) => lab::run(args),

@@ -1,38 +1,44 @@
-//! Proxiers named on the command line: which ones, whether the kernel can run them, and the
-//! default where none is named.
+//! Proxiers named on the command line (parsed by clap into [`ProxierSpec`]s): the default where
+//! none is named, and the one way a command gets them ready — refusing up front what this
+//! kernel cannot run, then building them.
 
 use anyhow::Result;
 use kpct::kernel_features::{self, Feature};
+use kpct::NodeProgrammer;
+use kpct::ProxierSpec;
 
-/// The proxiers named on the command line, or both built-ins when none is.
-pub fn or_builtins(names: &[String]) -> Vec<String> {
-    if names.is_empty() {
-        kpct::proxier::BUILTIN
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-    } else {
-        names.to_vec()
-    }
+/// What to do instead when this kernel lacks IP_VS, for the command `command`.
+fn way_out(command: &str) -> String {
+    format!(
+        "run it through `sudo ci/kpct.sh {command} …`, which uses a VM whose kernel has it, or \
+         pick `--proxier kube-proxy-iptables`"
+    )
 }
 
-/// Built-in proxiers by name (both when none is named), refusing IPVS up front on a kernel
-/// without it; `command` names the subcommand in messages, `way_out` says what to do instead.
-pub fn builtins(
-    names: &[String],
-    command: &str,
-    way_out: &str,
-) -> Result<Vec<Box<dyn kpct::proxier::Proxier>>> {
-    let names = or_builtins(names);
-    if names.iter().any(|n| kpct::proxier::needs_ipvs(n)) {
-        ensure_ipvs(way_out)?;
+/// `specs` (the built-ins when none is named) built for `command`, after refusing, with the
+/// reason, any that needs what this kernel lacks.
+pub fn ready(specs: &[ProxierSpec], command: &str) -> Result<Vec<Box<dyn NodeProgrammer>>> {
+    let specs = kpct::drivers::spec::or_builtins(specs);
+    if specs.iter().any(ProxierSpec::needs_ipvs) {
+        ensure_ipvs(&way_out(command))?;
     }
-    names
+    specs.iter().map(ProxierSpec::build).collect()
+}
+
+/// Built-in proxiers only (the built-ins when none is named), refusing IPVS up front on a
+/// kernel without it and anything but a built-in with the reason.
+pub fn builtins(specs: &[ProxierSpec], command: &str) -> Result<Vec<Box<dyn kpct::Proxier>>> {
+    let specs = kpct::drivers::spec::or_builtins(specs);
+    if specs.iter().any(ProxierSpec::needs_ipvs) {
+        ensure_ipvs(&way_out(command))?;
+    }
+    specs
         .iter()
-        .map(|n| {
-            kpct::proxier::builtin(n).ok_or_else(|| {
+        .map(|s| {
+            s.builtin().ok_or_else(|| {
                 anyhow::anyhow!(
-                    "unknown proxier `{n}` ({command} takes the built-ins: {})",
+                    "`{s}` is not a built-in ({command} takes the built-ins: {}, each also as \
+                     BUILTIN@v1.MINOR)",
                     kpct::proxier::BUILTIN.join(", ")
                 )
             })
@@ -40,55 +46,24 @@ pub fn builtins(
         .collect()
 }
 
-/// A built-in (`kube-proxy-ipvs`, `kube-proxy-iptables`, `kube-proxy-nftables`),
-/// `exec:COMMAND [ARGS]`, `replay:DIR`, `kube-proxy:MODE[:PATH|:VERSION]` or `api:… COMMAND`, or
-/// any of them as
-/// `NAME=SPEC`, labelled NAME.
-pub fn from_spec(spec: &str) -> Result<Box<dyn kpct::run::NodeProgrammer>> {
-    if let Some((name, inner)) = kpct::proxier::programmer::Named::split(spec) {
-        return Ok(Box::new(kpct::proxier::programmer::Named::new(
-            name,
-            inner,
-            from_spec(inner)?,
-        )?));
-    }
-    if kpct::proxier::real::RealProxier::is_spec(spec) {
-        return Ok(Box::new(kpct::proxier::real::RealProxier::from_spec(spec)?));
-    }
-    if kpct::proxier::real::ApiProxier::is_spec(spec) {
-        return Ok(Box::new(kpct::proxier::real::ApiProxier::from_spec(spec)?));
-    }
-    if spec.starts_with("exec:") {
-        return Ok(Box::new(kpct::proxier::exec::ExecProxier::from_spec(spec)?));
-    }
-    if spec.starts_with("replay:") {
-        return Ok(Box::new(kpct::proxier::replay::Replay::from_spec(spec)?));
-    }
-    kpct::proxier::builtin(spec)
-        .map(|p| Box::new(p) as Box<dyn kpct::run::NodeProgrammer>)
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "unknown proxier `{spec}` (built-in: {}; or exec:COMMAND, replay:DIR, \
-                 kube-proxy:MODE[:PATH|:VERSION], api:--sync-metric=NAME@PORT COMMAND)",
-                kpct::proxier::BUILTIN.join(", ")
-            )
-        })
-}
-
-/// The proxier a one-proxier command uses: the one asked for, else the IPVS one where the kernel
-/// can run it, else the iptables one, with a note on stderr.
-pub fn chosen(asked: Option<String>) -> Result<String> {
-    if let Some(p) = asked {
-        return Ok(p);
-    }
-    let has_ipvs = kernel_features::detect()?
-        .missing(&[Feature::IpVs])
-        .is_empty();
-    let (chosen, note) = default_proxier(has_ipvs);
-    if let Some(note) = note {
-        eprintln!("kpct: {note}");
-    }
-    Ok(chosen.to_string())
+/// The proxier a one-proxier command uses, built: the one asked for, else the IPVS one where
+/// the kernel can run it, else the iptables one, with a note on stderr.
+pub fn chosen(asked: Option<ProxierSpec>, command: &str) -> Result<Box<dyn NodeProgrammer>> {
+    let spec = match asked {
+        Some(spec) => spec,
+        None => {
+            let has_ipvs = kernel_features::detect()?
+                .missing(&[Feature::IpVs])
+                .is_empty();
+            let (chosen, note) = default_proxier(has_ipvs);
+            if let Some(note) = note {
+                eprintln!("kpct: {note}");
+            }
+            chosen.parse()?
+        }
+    };
+    let mut built = ready(std::slice::from_ref(&spec), command)?;
+    Ok(built.remove(0))
 }
 
 fn default_proxier(has_ipvs: bool) -> (&'static str, Option<&'static str>) {

@@ -5,10 +5,12 @@
 //! - [`scale`]: a synthetic cluster of N services × E endpoints, per proxier and size: time to
 //!   compute and to apply the programming, and pod → ClusterIP latency through it.
 
+mod explore;
 pub mod scale;
 pub mod suite;
 mod topology;
 
+pub use explore::{explore, ExploreBench};
 pub use scale::{scale, scale_scenario, ScaleOptions};
 pub use suite::{suite, SuiteOptions};
 pub use topology::{synthetic_scenario, topology};

@@ -179,6 +179,7 @@ pub fn scale_scenario(
             status: Default::default(),
         });
         slices.push(EndpointSlice {
+            labels: Default::default(),
             service: service_name(s),
             namespace: "default".into(),
             address_type: IpFamily::Ipv4,

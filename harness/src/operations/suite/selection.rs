@@ -103,7 +103,7 @@ pub fn kernel_needs(job: &Job<'_>) -> BTreeSet<Feature> {
     let mut needs: BTreeSet<_> = crate::kernel_features::needed_by(job.scenario)
         .into_iter()
         .collect();
-    if crate::proxier::needs_ipvs(&job.proxier.spec()) {
+    if job.proxier.needs_ipvs() {
         needs.extend([Feature::IpVs, Feature::Dummy]);
     }
     needs

@@ -17,7 +17,8 @@ pub async fn trace_failures(
     probe_timeout: Duration,
     mut before: impl FnMut(&str, &str, &str),
 ) -> Vec<TracedFailure> {
-    let mut firsts: Vec<(&crate::run::ScenarioRun, &crate::observe::ProbeObservation)> = Vec::new();
+    let mut firsts: Vec<(&crate::run::ScenarioRun, &crate::document::ProbeObservation)> =
+        Vec::new();
     for (run, probe) in results.failing() {
         if !firsts.iter().any(|(r, _)| std::ptr::eq(*r, run)) {
             firsts.push((run, probe));

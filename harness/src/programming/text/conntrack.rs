@@ -53,11 +53,12 @@ pub(super) fn parse_conntrack_line(line: &str) -> Result<ConntrackCleanup, Strin
                         .ok_or_else(|| format!("`{value}` is not a port (1-65535)"))?,
                 )
             }
+            "--reply-src-not" if value == "none" => serving = Some(Vec::new()),
             "--reply-src-not" => {
                 serving = Some(
                     value
                         .split(',')
-                        .map(parse_ip)
+                        .map(parse_serving)
                         .collect::<Result<Vec<_>, _>>()?,
                 )
             }
@@ -69,14 +70,23 @@ pub(super) fn parse_conntrack_line(line: &str) -> Result<ConntrackCleanup, Strin
             }
         }
     }
-    let serving: Vec<IpAddr> = serving.ok_or("missing `--reply-src-not IP[,IP...]`")?;
+    let serving: Vec<Serving> =
+        serving.ok_or("missing `--reply-src-not IP:PORT[,IP:PORT...]` (or `none`)")?;
     let families: BTreeSet<bool> = serving
         .iter()
-        .chain(&orig_dst)
-        .map(IpAddr::is_ipv4)
+        .map(|s| s.ip)
+        .chain(orig_dst)
+        .map(|a| a.is_ipv4())
         .collect();
     if families.len() > 1 {
         return Err("addresses of both families: a cleanup deletes entries of one".into());
+    }
+    if serving.is_empty() && orig_dst.is_none() {
+        return Err(
+            "`--reply-src-not none` needs `--orig-dst`: with no address at all the cleanup has \
+             no family (and kube-proxy never clears a NodePort of a Service without endpoints)"
+                .into(),
+        );
     }
     Ok(ConntrackCleanup {
         protocol: protocol.ok_or("missing `-p PROTOCOL`")?,
@@ -92,12 +102,37 @@ pub(crate) fn render_conntrack_line(c: &ConntrackCleanup) -> String {
     if let Some(dst) = c.orig_dst {
         let _ = write!(out, " --orig-dst {dst}");
     }
-    let serving: Vec<String> = c.serving.iter().map(|a| a.to_string()).collect();
+    let serving: Vec<String> = c
+        .serving
+        .iter()
+        .map(|s| match s.port {
+            Some(port) => std::net::SocketAddr::new(s.ip, port).to_string(),
+            None => s.ip.to_string(),
+        })
+        .collect();
+    let serving = if serving.is_empty() {
+        "none".to_string()
+    } else {
+        serving.join(",")
+    };
     let _ = write!(
         out,
-        " --orig-port-dst {} --reply-src-not {}",
-        c.orig_dport,
-        serving.join(",")
+        " --orig-port-dst {} --reply-src-not {serving}",
+        c.orig_dport
     );
     out
+}
+
+/// A serving endpoint: `IP:PORT` (`[IPv6]:PORT`), or a bare `IP` (any port).
+fn parse_serving(text: &str) -> Result<Serving, String> {
+    if let Ok(a) = text.parse::<std::net::SocketAddr>() {
+        return Ok(Serving {
+            ip: a.ip(),
+            port: Some(a.port()),
+        });
+    }
+    Ok(Serving {
+        ip: parse_ip(text)?,
+        port: None,
+    })
 }

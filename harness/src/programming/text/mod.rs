@@ -65,8 +65,8 @@
 use super::nft::NftScript;
 use super::source::{Item, Origin, SourceMap};
 use super::{
-    ChainDecl, ConntrackCleanup, IpSet, IpSetType, Programming, RestoreMode, Table, TableRules,
-    VirtualServer,
+    ChainDecl, ConntrackCleanup, IpSet, IpSetType, Programming, RestoreMode, Serving, Table,
+    TableRules, VirtualServer,
 };
 use crate::scenario::{IpCidr, IpFamily, Protocol};
 use ipvs_genl::{

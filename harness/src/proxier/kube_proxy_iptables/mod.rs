@@ -102,17 +102,27 @@ const KUBE_FIREWALL: &str = "KUBE-FIREWALL";
 const LARGE_CLUSTER_ENDPOINTS_THRESHOLD: usize = 1000;
 
 /// kube-proxy in iptables mode (see the module documentation for the pinned version).
+///
+/// At the [`Release`](crate::proxier::Release) it models: by default the newest, where the
+/// releases differ ([`crate::proxier::release`]) the one it is built for
+/// (`kube-proxy-iptables@v1.34`).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct KubeProxyIptables;
+pub struct KubeProxyIptables {
+    pub release: crate::proxier::Release,
+}
 
 impl Proxier for KubeProxyIptables {
-    fn name(&self) -> &'static str {
-        "kube-proxy-iptables"
+    fn name(&self) -> String {
+        crate::release::builtin_label("kube-proxy-iptables", self.release)
+    }
+
+    fn release(&self) -> crate::release::Release {
+        self.release
     }
 
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
         let mut p = program_with(cluster, node, &Config::new(cluster, node), None);
-        p.conntrack_cleanup = conntrack_cleanup::after_sync(None, cluster);
+        p.conntrack_cleanup = conntrack_cleanup::after_sync(None, cluster, self.release);
         Ok(p)
     }
 
@@ -140,7 +150,7 @@ impl Proxier for KubeProxyIptables {
                 .unwrap_or_default(),
         };
         let mut p = program_with(cluster, node, &Config::new(cluster, node), Some(&stale));
-        p.conntrack_cleanup = conntrack_cleanup::after_sync(resync.previous, cluster);
+        p.conntrack_cleanup = conntrack_cleanup::after_sync(resync.previous, cluster, self.release);
         Ok(p)
     }
 
@@ -278,8 +288,12 @@ fn program_with(
 
 /// Services whose every port, with its endpoints, is the same in `previous` and `current`:
 /// neither the service nor the endpoints change tracker lists them as updated
-/// (`UpdatedServices`, pkg/proxy/servicechangetracker.go, endpointschangetracker.go).
-fn unchanged_services(
+/// (`UpdatedServices`, pkg/proxy/servicechangetracker.go, endpointschangetracker.go). The
+/// tracker compares endpoint lists sorted (`endpointsMapFromEndpointInfo` sorts them "to
+/// simplify diffing", pkg/proxy/endpointslicecache.go), so the order the slices list them in
+/// (`ServicePortInfo::listed`, which only says how an older release resolves copies, already
+/// in `endpoints`) is no change.
+pub(crate) fn unchanged_services(
     previous: &ClusterState,
     current: &ClusterState,
 ) -> BTreeSet<(String, String)> {
@@ -290,7 +304,10 @@ fn unchanged_services(
         c.service_ports
             .iter()
             .filter(|sp| sp.namespace == ns && sp.name == name)
-            .cloned()
+            .map(|sp| crate::scenario::cluster::ServicePortInfo {
+                listed: Vec::new(),
+                ..sp.clone()
+            })
             .collect()
     };
     current

@@ -16,7 +16,7 @@ use crate::proxier::test_cluster::{
 };
 
 fn program(c: &ClusterState) -> Programming {
-    KubeProxyIptables.program(c, &node()).unwrap()
+    KubeProxyIptables::default().program(c, &node()).unwrap()
 }
 
 fn rules(p: &Programming, t: Table) -> Vec<String> {
@@ -357,7 +357,7 @@ fn restore_mode_sysctls_and_nothing_ipvs() {
         p.iptables.keys().copied().collect::<Vec<_>>(),
         [Table::Nat, Table::Filter]
     );
-    assert_eq!(KubeProxyIptables.name(), "kube-proxy-iptables");
+    assert_eq!(KubeProxyIptables::default().name(), "kube-proxy-iptables");
 }
 
 // ---- load balancing -------------------------------------------------------------------------
@@ -932,7 +932,7 @@ fn tcp_be_liberal_sets_the_sysctl_and_drops_no_invalid_packets() {
     // The IPv6 proxier reads the same sysctl.
     let mut c6 = cluster6(vec![]);
     c6.options.tcp_be_liberal = true;
-    let p6 = KubeProxyIptables.program(&c6, &node6()).unwrap();
+    let p6 = KubeProxyIptables::default().program(&c6, &node6()).unwrap();
     assert!(!rules(&p6, Table::Filter)
         .iter()
         .any(|r| r.contains("INVALID")));
@@ -1046,6 +1046,33 @@ fn node_port_addresses_jump_per_node_ip() {
     assert!(last(&all)[0].contains("-m addrtype --dst-type LOCAL -j"));
 }
 
+/// A pod replaced by another at its address (`transition-pod-created`'s last step) lists the
+/// same endpoints in another order: no change for the trackers, which compare them sorted.
+#[test]
+fn endpoints_listed_in_another_order_are_no_change() {
+    use crate::scenario::cluster::ListedEndpoint;
+    let listed = |ips: &[&str]| {
+        ips.iter()
+            .map(|ip| ListedEndpoint {
+                endpoint: ep(ip),
+                proxy_name_slice: false,
+            })
+            .collect::<Vec<_>>()
+    };
+    let with = |order: &[&str], endpoints: &[&str]| {
+        cluster(vec![svc("ns1", "a", "172.30.0.41").with(|s| {
+            s.endpoints = endpoints.iter().map(|ip| ep(ip)).collect();
+            s.listed = listed(order);
+        })])
+    };
+    let before = with(&["10.180.0.2", "10.180.0.1"], &["10.180.0.1", "10.180.0.2"]);
+    let reordered = with(&["10.180.0.1", "10.180.0.2"], &["10.180.0.1", "10.180.0.2"]);
+    let shrunk = with(&["10.180.0.1"], &["10.180.0.1"]);
+    let a = ("ns1".to_string(), "a".to_string());
+    assert!(unchanged_services(&before, &reordered).contains(&a));
+    assert!(!unchanged_services(&before, &shrunk).contains(&a));
+}
+
 /// A resync after only `ns1/b`'s endpoints changed: a partial sync rewrites b's chains and
 /// leaves a's out of the restore (they stay in use, so they are not stale either); the chains
 /// of b's endpoint that left are flushed and deleted. After a restart it is a full sync again.
@@ -1075,7 +1102,7 @@ fn a_partial_sync_writes_only_changed_services_and_deletes_stale_chains() {
         })
         .expect("a's KUBE-SVC chain");
     let resync = |previous| {
-        KubeProxyIptables
+        KubeProxyIptables::default()
             .resync(
                 &Resync {
                     step: "s",
@@ -1133,7 +1160,7 @@ fn the_ipv6_proxier_writes_ipv6_rules_without_localhost_node_ports() {
         s.node_port = Some(3001);
         s.endpoints = vec![ep("fd00:10:180::1")];
     })]);
-    let p = KubeProxyIptables.program(&c, &node6()).unwrap();
+    let p = KubeProxyIptables::default().program(&c, &node6()).unwrap();
     assert!(p.sysctls.is_empty(), "{:?}", p.sysctls);
     let nat = rules(&p, Table::Nat);
     assert!(

@@ -7,7 +7,7 @@
 //! Deviation: kube-proxy checks its termination list every `rsCheckDeleteInterval` (1 min) in a
 //! goroutine; the model checks at each sync, the only moments a scenario observes.
 
-use crate::draining::graceful_termination_needed;
+use crate::programming::graceful_termination_needed;
 use crate::programming::VirtualServer;
 use ipvs_genl::TableEntry;
 

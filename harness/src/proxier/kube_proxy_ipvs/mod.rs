@@ -68,17 +68,31 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 /// kube-proxy's IPVS proxier as a pure function of the cluster state.
+///
+/// At the [`Release`](crate::proxier::Release) it models: by default the newest, where the
+/// releases differ ([`crate::proxier::release`]) the one it is built for
+/// (`kube-proxy-ipvs@v1.34`).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct KubeProxyIpvs;
+pub struct KubeProxyIpvs {
+    pub release: crate::proxier::Release,
+}
 
 impl Proxier for KubeProxyIpvs {
-    fn name(&self) -> &'static str {
-        "kube-proxy-ipvs"
+    fn name(&self) -> String {
+        crate::release::builtin_label("kube-proxy-ipvs", self.release)
+    }
+
+    fn release(&self) -> crate::release::Release {
+        self.release
+    }
+
+    fn programs_ipvs(&self) -> bool {
+        true
     }
 
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
         let mut p = sync_proxy_rules(&Config::new(cluster, node), cluster, node);
-        p.conntrack_cleanup = conntrack_cleanup::after_sync(None, cluster);
+        p.conntrack_cleanup = conntrack_cleanup::after_sync(None, cluster, self.release);
         Ok(p)
     }
 
@@ -94,7 +108,7 @@ impl Proxier for KubeProxyIpvs {
     ) -> anyhow::Result<Programming> {
         let mut p = sync_proxy_rules(&Config::new(cluster, node), cluster, node);
         graceful::keep_draining(&mut p.ipvs, resync.ipvs);
-        p.conntrack_cleanup = conntrack_cleanup::after_sync(resync.previous, cluster);
+        p.conntrack_cleanup = conntrack_cleanup::after_sync(resync.previous, cluster, self.release);
         Ok(p)
     }
 }

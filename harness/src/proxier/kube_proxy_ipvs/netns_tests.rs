@@ -51,7 +51,9 @@ fn netns_ipsets_and_iptables_restore() {
         return;
     }
     let (cluster, node) = small_cluster();
-    let p = KubeProxyIpvs.program(&cluster, &node).expect("program");
+    let p = KubeProxyIpvs::default()
+        .program(&cluster, &node)
+        .expect("program");
     let restore = restore_input(&p);
     assert!(
         restore.contains(" -m ipvs "),

@@ -134,7 +134,7 @@ fn program_with(
     node: &NodeContext,
     service_ports: Vec<ServicePortInfo>,
 ) -> Programming {
-    KubeProxyIpvs
+    KubeProxyIpvs::default()
         .program(&cluster_with(options, service_ports), node)
         .expect("program")
 }
@@ -233,7 +233,7 @@ fn rules(expected: &[(&str, &str)]) -> Vec<(String, String)> {
 
 #[test]
 fn name_is_kube_proxy_ipvs() {
-    assert_eq!(KubeProxyIpvs.name(), "kube-proxy-ipvs");
+    assert_eq!(KubeProxyIpvs::default().name(), "kube-proxy-ipvs");
 }
 
 /// TestNodePortIPv4 "1 UDP service with node port, has endpoints" (reference Example A).
@@ -310,7 +310,9 @@ fn program6(node: &NodeContext, service_ports: Vec<ServicePortInfo>) -> Programm
         service_cidr: cidr("2020::/112"),
         ..cluster_with(fake_options(), service_ports)
     };
-    KubeProxyIpvs.program(&cluster, node).expect("program")
+    KubeProxyIpvs::default()
+        .program(&cluster, node)
+        .expect("program")
 }
 
 /// TestNodePortIPv6 "1 service with node port, has 2 endpoints": the IPv6 proxier makes IPv6
@@ -1401,7 +1403,9 @@ pub(super) fn small_cluster() -> (ClusterState, NodeContext) {
 #[test]
 fn snapshot_small_cluster() {
     let (cluster, node) = small_cluster();
-    let p = KubeProxyIpvs.program(&cluster, &node).expect("program");
+    let p = KubeProxyIpvs::default()
+        .program(&cluster, &node)
+        .expect("program");
     insta::assert_snapshot!(render(&p));
 }
 

@@ -28,7 +28,7 @@
 //! - **Priorities** are written as numbers (-110, 0, -100, 100): nft 1.0.6 refuses
 //!   `dstnat-10` on a filter chain, and the kernel holds numbers either way (it lists them as
 //!   `dstnat - 10`, `filter`, `dstnat`, `srcnat`).
-//! - **Element updates**: a later sync flushes and refills the six maps and sets in the same
+//! - **Element updates**: a later sync flushes and refills the six maps and sets (seven from v1.36, with hairpin-connections) in the same
 //!   transaction, where kube-proxy's `nftElementStorage` adds and deletes only the elements
 //!   that changed; what the transaction commits is the same.
 //! - **Stale chains** are flushed in the sync that finds them and deleted at the start of the
@@ -63,6 +63,8 @@ const SERVICE_IPS_MAP: &str = "service-ips";
 const SERVICE_NODE_PORTS_MAP: &str = "service-nodeports";
 const NODE_PORT_IPS_SET: &str = "nodeport-ips";
 const CLUSTER_IPS_SET: &str = "cluster-ips";
+/// The local endpoints whose own traffic is masqueraded (v1.36 and later).
+const HAIRPIN_SET: &str = "hairpin-connections";
 const SERVICE_ENDPOINTS_CHECK_CHAIN: &str = "service-endpoints-check";
 const NODE_PORT_ENDPOINTS_CHECK_CHAIN: &str = "nodeport-endpoints-check";
 const NO_ENDPOINT_SERVICES_MAP: &str = "no-endpoint-services";
@@ -122,18 +124,34 @@ impl Family {
 }
 
 /// kube-proxy in nftables mode (see the module documentation for the pinned version).
+///
+/// At the [`Release`](crate::proxier::Release) it models: by default the newest, where the
+/// releases differ ([`crate::proxier::release`]) the one it is built for
+/// (`kube-proxy-nftables@v1.34`).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct KubeProxyNftables;
+pub struct KubeProxyNftables {
+    pub release: crate::proxier::Release,
+}
 
 impl Proxier for KubeProxyNftables {
-    fn name(&self) -> &'static str {
-        "kube-proxy-nftables"
+    fn name(&self) -> String {
+        crate::release::builtin_label("kube-proxy-nftables", self.release)
+    }
+
+    fn release(&self) -> crate::release::Release {
+        self.release
+    }
+
+    /// `platformApplyDefaults` (cmd/kube-proxy/app/server_linux.go): "if config.Mode ==
+    /// ProxyModeNFTables && len(config.NodePortAddresses) == 0 { … = []string{primary} }".
+    fn default_node_port_addresses(&self) -> Vec<NodePortAddress> {
+        vec![NodePortAddress::Primary]
     }
 
     /// The first sync of a new kube-proxy on a fresh node.
     fn program(&self, cluster: &ClusterState, node: &NodeContext) -> anyhow::Result<Programming> {
         let existing = Existing::default();
-        sync(cluster, node, &existing, None)
+        sync(self.release, cluster, node, &existing, None)
     }
 
     /// A later sync over what the node holds: the chains it finds stale are flushed (and those
@@ -147,7 +165,7 @@ impl Proxier for KubeProxyNftables {
         node: &NodeContext,
     ) -> anyhow::Result<Programming> {
         let existing = Existing::read(resync, Family::of(cluster.ip_family));
-        sync(cluster, node, &existing, Some(resync))
+        sync(self.release, cluster, node, &existing, Some(resync))
     }
 
     /// Service chains pick an endpoint with `numgen random`.
@@ -199,10 +217,27 @@ pub(super) struct Config {
     /// `proxier.serviceCIDRs`: the comma-joined ServiceCIDRs of this family (none for the idle
     /// proxier of a family the cluster has no range of, [`ClusterState::idle`]).
     service_cidrs: String,
+    /// The release modelled, where releases differ.
+    release: crate::release::Release,
 }
 
 impl Config {
-    fn new(cluster: &ClusterState, node: &NodeContext) -> Config {
+    /// A rule or element comment as the release writes it: v1.37 cuts it to nft's 128
+    /// characters (`truncateNFTablesComment`, pkg/proxy/nftables/proxier.go l.969-974 in
+    /// v1.37.2, `knftables.CommentLengthMax`); v1.34-v1.36 write it whole, and `nft` refuses a
+    /// longer one ("comment too long"), failing the whole transaction (`proxier.nftables.Run`,
+    /// l.1721 in v1.36.3): a Service whose `namespace/name:port` is over 128 characters and has
+    /// no endpoints leaves the node unsynced.
+    fn comment(&self, text: &str) -> String {
+        const COMMENT_LENGTH_MAX: usize = 128;
+        if self.release >= crate::release::Release::V1_37 && text.len() > COMMENT_LENGTH_MAX {
+            text[..COMMENT_LENGTH_MAX].to_string()
+        } else {
+            text.to_string()
+        }
+    }
+
+    fn new(cluster: &ClusterState, node: &NodeContext, release: crate::release::Release) -> Config {
         let options = &cluster.options;
         // platformApplyDefaults: "if config.Mode == ProxyModeNFTables &&
         // len(config.NodePortAddresses) == 0 { config.NodePortAddresses = []string{primary} }".
@@ -223,6 +258,7 @@ impl Config {
             } else {
                 cluster.service_cidr.normalized().to_string()
             },
+            release,
         }
     }
 
@@ -351,12 +387,13 @@ const JUMP_CHAINS: [(&str, &str, &str); 11] = [
 /// One `syncProxyRules`: the stale-chain deletion of the previous sync's leftovers, then the
 /// full transaction.
 fn sync(
+    release: crate::release::Release,
     cluster: &ClusterState,
     node: &NodeContext,
     existing: &Existing,
     resync: Option<&Resync<'_>>,
 ) -> anyhow::Result<Programming> {
-    let cfg = Config::new(cluster, node);
+    let cfg = Config::new(cluster, node, release);
     // The per-service part first: which chains it uses decides what is stale.
     let mut services = Tx::new(cfg.family);
     let mut active_affinity_sets = BTreeSet::new();
@@ -407,7 +444,11 @@ fn sync(
     })?;
     Ok(Programming {
         nft,
-        conntrack_cleanup: conntrack_cleanup::after_sync(resync.and_then(|r| r.previous), cluster),
+        conntrack_cleanup: conntrack_cleanup::after_sync(
+            resync.and_then(|r| r.previous),
+            cluster,
+            release,
+        ),
         // `platformSetup`'s: nftables mode writes no `ct state invalid drop` either way.
         sysctls: super::conntrack_sysctls::of(&cluster.options),
         // A kube-proxy starting in nftables mode first cleans up after the other modes
@@ -459,9 +500,34 @@ fn setup(tx: &mut Tx, cfg: &Config, node: &NodeContext, first_sync: bool) {
     }
     let mark = &cfg.masquerade_mark;
     tx.rule(MARK_MASQ_CHAIN, &format!("mark set mark or {mark}"));
-    tx.rule(MASQUERADING_CHAIN, &format!("mark and {mark} == 0 return"));
-    tx.rule(MASQUERADING_CHAIN, &format!("mark set mark xor {mark}"));
-    tx.rule(MASQUERADING_CHAIN, "masquerade fully-random");
+    if cfg.release >= crate::release::Release::V1_36 {
+        // From v1.36 a hairpin (a pod reaching itself through a Service) is masqueraded by
+        // the connection, not by a per-endpoint saddr rule: the set holds each local
+        // endpoint as `IP . IP . proto . port`, so a remote endpoint's own traffic, DNATed on
+        // another node, is not (pkg/proxy/nftables/proxier.go l.521-544 and l.1347-1358 in
+        // v1.37.2, l.468-491 in v1.36.3).
+        tx.op(
+            "add",
+            "set",
+            &format!(
+                "{HAIRPIN_SET} {{ type {addr} . {addr} . inet_proto . inet_service ; comment \"service hairpin connections\" ; }}"
+            ),
+        );
+        tx.rule(
+            MASQUERADING_CHAIN,
+            &format!("mark and {mark} != 0 mark set mark xor {mark} masquerade fully-random"),
+        );
+        tx.rule(
+            MASQUERADING_CHAIN,
+            &format!(
+                "ct status dnat {ip} saddr . {ip} daddr . meta l4proto . th dport @{HAIRPIN_SET} masquerade fully-random"
+            ),
+        );
+    } else {
+        tx.rule(MASQUERADING_CHAIN, &format!("mark and {mark} == 0 return"));
+        tx.rule(MASQUERADING_CHAIN, &format!("mark set mark xor {mark}"));
+        tx.rule(MASQUERADING_CHAIN, "masquerade fully-random");
+    }
 
     tx.op(
         "add",
@@ -581,6 +647,11 @@ fn setup(tx: &mut Tx, cfg: &Config, node: &NodeContext, first_sync: bool) {
     );
     // readOrReset: the maps' elements are rewritten below (see the module documentation).
     tx.op("flush", "set", CLUSTER_IPS_SET);
+    if cfg.release >= crate::release::Release::V1_36 {
+        // `hairpinConnections.readOrReset` / `cleanupLeftoverKeys`: a gone endpoint's
+        // element goes with it.
+        tx.op("flush", "set", HAIRPIN_SET);
+    }
     for map in [
         SERVICE_IPS_MAP,
         FIREWALL_IPS_MAP,

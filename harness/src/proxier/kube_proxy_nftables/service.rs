@@ -15,6 +15,9 @@ use std::collections::BTreeSet;
 /// An endpoint with its chain and affinity set (`endpointInfo`).
 struct Endpoint {
     ip: String,
+    port: u16,
+    /// On this node: its own traffic back to it is a hairpin (v1.36 and later).
+    local: bool,
     /// `BaseEndpointInfo.String()`.
     key: String,
     chain: String,
@@ -22,7 +25,12 @@ struct Endpoint {
 }
 
 impl Endpoint {
-    fn new(sp: &ServicePortInfo, protocol: &str, ep: &EndpointInfo) -> Endpoint {
+    fn new(
+        sp: &ServicePortInfo,
+        protocol: &str,
+        ep: &EndpointInfo,
+        node: &NodeContext,
+    ) -> Endpoint {
         let ip = ep.ip.to_string();
         // "if EndpointIP is IPv6 then it will contain colons, which aren't allowed in a chain
         // name" (servicePortEndpointChainNameBase).
@@ -37,6 +45,8 @@ impl Endpoint {
         Endpoint {
             key: std::net::SocketAddr::new(ep.ip, ep.port).to_string(),
             ip,
+            port: ep.port,
+            local: ep.is_local(node),
             chain,
             affinity_set,
         }
@@ -62,14 +72,14 @@ pub(super) fn write_service_port(
     let ip = cfg.family.ip();
     let protocol = sp.protocol.lower();
     let port = sp.port;
-    let name = sp.service_port_name();
+    let name = cfg.comment(&sp.service_port_name());
     let chains = ServiceChains::new(&sp.namespace, &sp.name, protocol, &sp.port_name);
     let uses = PolicyUse::of(sp);
     let entry = endpoints_map_entry(sp, node);
     let cat = categorize(&entry, uses, node);
     let endpoints = |list: &[&EndpointInfo]| -> Vec<Endpoint> {
         list.iter()
-            .map(|ep| Endpoint::new(sp, protocol, ep))
+            .map(|ep| Endpoint::new(sp, protocol, ep, node))
             .collect()
     };
     let (cluster, local, reachable) = (
@@ -294,10 +304,21 @@ pub(super) fn write_service_port(
     }
     // "Generate the per-endpoint chains"
     for ep in &reachable {
-        tx.rule(
-            &ep.chain,
-            &format!("{ip} saddr {} jump {MARK_MASQ_CHAIN}", ep.ip),
-        );
+        if cfg.release >= crate::release::Release::V1_36 {
+            if ep.local {
+                tx.element(
+                    super::HAIRPIN_SET,
+                    &format!("{} . {} . {protocol} . {}", ep.ip, ep.ip, ep.port),
+                    None,
+                    None,
+                );
+            }
+        } else {
+            tx.rule(
+                &ep.chain,
+                &format!("{ip} saddr {} jump {MARK_MASQ_CHAIN}", ep.ip),
+            );
+        }
         if affinity.is_some() {
             tx.rule(
                 &ep.chain,

@@ -183,9 +183,13 @@ fn overall_adapted() -> Vec<String> {
 
 #[test]
 fn overall_nftables_rules_match_upstream_golden() {
-    let p = KubeProxyNftables
-        .program(&overall_cluster(), &node())
-        .expect("program");
+    // The golden predates v1.36's hairpin-connections set (it has the per-endpoint saddr
+    // masquerade): the v1.35 model writes it.
+    let p = KubeProxyNftables {
+        release: crate::release::Release::V1_35,
+    }
+    .program(&overall_cluster(), &node())
+    .expect("program");
     let ours = left_by(&p.nft.lines);
     let want = overall_adapted();
     let missing: Vec<&String> = want.iter().filter(|l| !ours.contains(l)).collect();
@@ -240,9 +244,13 @@ fn overall_nftables_rules_match_upstream_golden() {
 #[test]
 fn tcp_be_liberal_adds_only_the_sysctl() {
     let mut c = overall_cluster();
-    let strict = KubeProxyNftables.program(&c, &node()).expect("program");
+    let strict = KubeProxyNftables::default()
+        .program(&c, &node())
+        .expect("program");
     c.options.tcp_be_liberal = true;
-    let liberal = KubeProxyNftables.program(&c, &node()).expect("program");
+    let liberal = KubeProxyNftables::default()
+        .program(&c, &node())
+        .expect("program");
     assert_eq!(
         liberal
             .sysctls
@@ -261,7 +269,7 @@ fn tcp_be_liberal_adds_only_the_sysctl() {
 
 #[test]
 fn no_sysctls_and_nothing_but_the_script() {
-    let p = KubeProxyNftables
+    let p = KubeProxyNftables::default()
         .program(&overall_cluster(), &node())
         .expect("program");
     assert!(
@@ -276,5 +284,32 @@ fn no_sysctls_and_nothing_but_the_script() {
             .map(ToString::to_string)
             .collect::<Vec<_>>(),
         ["ip kube-proxy"]
+    );
+}
+
+/// From v1.36 a hairpin is masqueraded by the connection: local endpoints in the
+/// hairpin-connections set, no per-endpoint saddr rule (pkg/proxy/nftables/proxier.go
+/// l.521-544 and l.1347-1358 in v1.37.2).
+#[test]
+fn from_v1_36_hairpins_are_masqueraded_by_the_hairpin_set() {
+    let p = KubeProxyNftables::default()
+        .program(&overall_cluster(), &node())
+        .expect("program");
+    let lines = &p.nft.lines;
+    assert!(
+        lines.iter().any(|l| l.contains("ct status dnat ip saddr . ip daddr . meta l4proto . th dport @hairpin-connections masquerade fully-random")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("add element ip kube-proxy hairpin-connections {")),
+        "a local endpoint is in the set: {lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("saddr")
+            && l.contains("jump mark-for-masquerade")
+            && l.contains(" endpoint-")),
+        "no per-endpoint saddr masquerade: {lines:#?}"
     );
 }

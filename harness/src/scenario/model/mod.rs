@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use super::cidr::{DualCidr, DualIp, Ipv4Cidr, Ipv6Cidr, IPV4_FORM};
+pub use super::cidr::{Dual, DualCidr, DualIp, Ipv4Cidr, Ipv6Cidr, IPV4_FORM};
 
 mod probes;
 mod proxier_options;

@@ -84,9 +84,13 @@ impl Scenario {
 }
 
 impl Probe {
-    /// The expectation that applies to `proxier`.
+    /// The expectation that judges a proxier judged as `proxier` (its label, or the built-in
+    /// at the release it stands for): the most specific `expectFor` key that applies
+    /// ([`crate::scenario::expect_for`]), else `expect`.
     pub fn expectation_for(&self, proxier: &str) -> Option<&Expectation> {
-        self.expect_for.get(proxier).or(self.expect.as_ref())
+        crate::scenario::expect_for::key_for(self.expect_for.keys(), proxier)
+            .and_then(|key| self.expect_for.get(key))
+            .or(self.expect.as_ref())
     }
 
     /// The source port of the first repetition of the probe at `index` in its scenario.
@@ -204,6 +208,26 @@ pub struct Expectation {
     /// Not delivered at all: dropped, rejected or timed out.
     #[serde(default)]
     pub outcome: Option<OutcomeExpectation>,
+    /// Every delivered shot reaches its backend on this port: where an endpoint's port is what
+    /// a behaviour decides (a kept flow still on a pod's old target port, or moved to the new).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_port: Option<u16>,
+}
+
+impl Expectation {
+    /// The expectation with every pod reference (`namespace/name` or `name`) written as the pod's
+    /// name, as observations name backends: pod names are unique across namespaces.
+    pub fn by_pod_name(&self) -> Expectation {
+        let name = |r: &String| r.rsplit('/').next().unwrap_or(r).to_string();
+        Expectation {
+            reaches: self.reaches.iter().map(name).collect(),
+            reaches_one_of: self.reaches_one_of.iter().map(name).collect(),
+            counts: self.counts.iter().map(|(k, v)| (name(k), *v)).collect(),
+            sequence: self.sequence.iter().map(name).collect(),
+            cycle: self.cycle.iter().map(name).collect(),
+            ..self.clone()
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

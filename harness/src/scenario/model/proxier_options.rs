@@ -1,6 +1,6 @@
 //! The kube-proxy configuration a scenario runs its proxiers with.
 
-use crate::scenario::family::IpCidr;
+use crate::scenario::cidr::IpCidr;
 use serde::{Deserialize, Serialize};
 
 /// The kube-proxy configuration knobs that change what a proxier programs.

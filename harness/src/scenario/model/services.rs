@@ -1,7 +1,8 @@
 //! Services and EndpointSlices, as the Kubernetes API spells them.
 
 use super::*;
-use crate::scenario::family::{IpCidr, IpFamily, IpFamilyPolicy};
+use crate::scenario::cidr::IpCidr;
+use crate::scenario::family::{IpFamily, IpFamilyPolicy};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -239,6 +240,12 @@ pub struct EndpointSlice {
     /// that family reads it.
     #[serde(default, skip_serializing_if = "IpFamily::is_ipv4")]
     pub address_type: IpFamily,
+    /// `metadata.labels` beside the ones every slice gets (`kubernetes.io/service-name`, its
+    /// manager): `service.kubernetes.io/headless` keeps it from every kube-proxy's
+    /// EndpointSlice informer, `service.kubernetes.io/service-proxy-name` from v1.35's and
+    /// earlier (cmd/kube-proxy/app/server.go).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
     pub ports: Vec<EndpointPort>,
     pub endpoints: Vec<Endpoint>,
 }

@@ -214,6 +214,7 @@ fn endpoint_slice_ports_match_service_ports_by_name_and_protocol() {
     );
     let mut s = scenario(web_pods(), vec![svc]);
     s.endpoint_slices = vec![EndpointSlice {
+        labels: Default::default(),
         address_type: IpFamily::Ipv4,
         service: "web".into(),
         namespace: "default".into(),
@@ -323,6 +324,7 @@ fn terminating_endpoint_from_slice() {
     let svc = service("web", "10.96.0.10", "web", vec![sport(None, 80, None)]);
     let mut s = scenario(web_pods(), vec![svc]);
     s.endpoint_slices = vec![EndpointSlice {
+        labels: Default::default(),
         address_type: IpFamily::Ipv4,
         service: "web".into(),
         namespace: "default".into(),
@@ -476,6 +478,7 @@ fn service_ports_ordered_by_namespace_name_port_name_and_endpoints_by_ip_then_po
     let a = service("a", "10.96.0.3", "web", vec![sport(Some("x"), 80, None)]);
     let mut s = scenario(web_pods(), vec![b, a, z]);
     s.endpoint_slices = vec![EndpointSlice {
+        labels: Default::default(),
         address_type: IpFamily::Ipv4,
         service: "a".into(),
         namespace: "default".into(),

@@ -11,7 +11,6 @@ use super::model::{
 };
 use crate::builtins::BUILTINS;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::net::IpAddr;
 
 mod endpoint_slices;
@@ -23,55 +22,7 @@ mod services;
 pub(crate) use service_families::service_ip_families;
 mod topology;
 
-/// One step of a field path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Seg {
-    Key(String),
-    Index(usize),
-}
-
-/// A field path such as `services[1].spec.ports[0]`, with the YAML (camelCase) field names.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct FieldPath(Vec<Seg>);
-
-impl FieldPath {
-    pub(crate) fn from_segments(segments: Vec<Seg>) -> Self {
-        Self(segments)
-    }
-
-    pub(crate) fn root(key: &str) -> Self {
-        Self(vec![Seg::Key(key.to_owned())])
-    }
-
-    pub(crate) fn key(&self, key: &str) -> Self {
-        let mut segments = self.0.clone();
-        segments.push(Seg::Key(key.to_owned()));
-        Self(segments)
-    }
-
-    pub(crate) fn idx(&self, index: usize) -> Self {
-        let mut segments = self.0.clone();
-        segments.push(Seg::Index(index));
-        Self(segments)
-    }
-
-    pub(crate) fn segments(&self) -> &[Seg] {
-        &self.0
-    }
-}
-
-impl fmt::Display for FieldPath {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, segment) in self.0.iter().enumerate() {
-            match segment {
-                Seg::Key(key) if i == 0 => f.write_str(key)?,
-                Seg::Key(key) => write!(f, ".{key}")?,
-                Seg::Index(index) => write!(f, "[{index}]")?,
-            }
-        }
-        Ok(())
-    }
-}
+pub(crate) use super::field_path::{split_ref, FieldPath, Seg};
 
 /// A semantic problem, located by field path (lines are added by the loader, which has the text).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,18 +43,20 @@ pub enum KnownProxiers<'a> {
 
 impl KnownProxiers<'_> {
     fn problem(&self, key: &str) -> Option<String> {
-        if BUILTINS.iter().any(|b| b.name == key) {
+        if BUILTINS.iter().any(|b| b.name == key) || super::expect_for::is_release_key(key) {
             return None;
         }
-        let external = ["exec:", "replay:"].iter().any(|p| {
-            key.strip_prefix(p)
-                .is_some_and(|rest| !rest.trim().is_empty())
-        });
+        use crate::proxier_kinds::Prefixed;
+        let external = matches!(
+            Prefixed::split(key),
+            Some((Prefixed::Exec | Prefixed::Replay, rest)) if !rest.trim().is_empty()
+        );
         let builtins = BUILTINS.map(|b| b.name).join(", ");
         match self {
             KnownProxiers::Any if external => None,
             KnownProxiers::Any => Some(format!(
-                "unknown proxier `{key}`: expected a built-in ({builtins}) or an \
+                "unknown proxier `{key}`: expected a built-in ({builtins}), one at a release \
+                 range (`kube-proxy-iptables@..v1.36`), a release range alone (`@v1.37`), or an \
                  `exec:PROGRAM` / `replay:DIRECTORY` label"
             )),
             KnownProxiers::Run(labels) if labels.iter().any(|l| l == key) => None,
@@ -413,11 +366,6 @@ fn continue_issues(
 /// The most shots one probe may fire: each can take the probe timeout (2 s) when dropped, so
 /// more would run for many minutes; no expectation needs nearly as many.
 const MAX_REPEAT: u32 = 1000;
-
-/// `namespace/name` or `name` (in `default`), as probes and expectations refer to objects.
-pub(crate) fn split_ref(reference: &str) -> (&str, &str) {
-    reference.split_once('/').unwrap_or(("default", reference))
-}
 
 /// Pods whose labels include every selector label, in file order. A missing or empty selector
 /// selects nothing: Kubernetes drops an empty selector map, and the EndpointSlice controller

@@ -153,6 +153,16 @@ impl<'a> Checker<'a> {
             (None, Some(ip)) => {
                 self.literal_target(&path, to);
                 self.source_family(path.key("ip"), probe, IpFamily::of(ip));
+                let a_node_owns = self.s.topology.nodes.iter().any(|n| n.owns(ip));
+                if probe.from.external && to.node.is_none() && !a_node_owns {
+                    self.err(
+                        path.key("node"),
+                        format!(
+                            "an external packet to {ip} enters through a node: say which with \
+                             `node`"
+                        ),
+                    );
+                }
             }
             (Some(reference), None) => {
                 let (namespace, name) = split_ref(reference);
@@ -343,6 +353,14 @@ impl<'a> Checker<'a> {
                 "via healthCheckNodePort needs `node`: the node whose IP to send to",
             ),
             (None, _) => {}
+        }
+        if probe.from.external && via == Via::ClusterIP {
+            self.err(
+                path.key("via"),
+                "an external client does not reach ClusterIPs (they are reached from inside the \
+                 cluster): probe an externalIP, a load balancer IP or a NodePort, or a literal \
+                 `ip` with the `node` it enters",
+            );
         }
     }
 

@@ -25,7 +25,7 @@ enum What {
     Scale {
         /// Built-in proxier; repeatable. Default: the three built-ins.
         #[arg(long = "proxier")]
-        proxiers: Vec<String>,
+        proxiers: Vec<kpct::ProxierSpec>,
         #[command(flatten)]
         scale: ScaleArgs,
     },
@@ -35,7 +35,7 @@ enum What {
         /// kube-proxy, timed beside the built-in of its mode), `exec:` or `replay:`. Default:
         /// the three built-ins.
         #[arg(long = "proxier")]
-        proxiers: Vec<String>,
+        proxiers: Vec<kpct::ProxierSpec>,
         /// Scenario files or globs; repeatable. Default: scenarios/*.yaml.
         #[arg(long = "scenario")]
         scenarios: Vec<String>,
@@ -45,11 +45,26 @@ enum What {
         #[arg(short = 'j', long = "jobs")]
         jobs: Option<usize>,
     },
+    /// Generated cases a minute: cases of a seed run against two proxiers (each case against
+    /// both at once), as `kpct explore` runs them.
+    Explore {
+        /// The two proxiers. Default: real kube-proxy v1.37.2 in iptables mode and the
+        /// built-in of its mode.
+        #[arg(long = "proxier")]
+        proxiers: Vec<kpct::ProxierSpec>,
+        #[arg(long, default_value_t = 60)]
+        cases: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Runs at once.
+        #[arg(short = 'j', long = "jobs", default_value_t = 2)]
+        jobs: usize,
+    },
     /// topology (3 nodes x 10 pods, 2 rounds), suite and scale, in one run.
     All {
         /// Built-in proxier; repeatable. Default: the three built-ins.
         #[arg(long = "proxier")]
-        proxiers: Vec<String>,
+        proxiers: Vec<kpct::ProxierSpec>,
         #[command(flatten)]
         scale: ScaleArgs,
     },
@@ -116,13 +131,7 @@ impl ScaleArgs {
 
 pub fn run(Args { what }: Args) -> Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
-    let builtins = |names: &[String]| {
-        proxiers::builtins(
-            names,
-            "bench",
-            "run it through `sudo ci/kpct.sh bench …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`",
-        )
-    };
+    let builtins = |specs: &[kpct::ProxierSpec]| proxiers::builtins(specs, "bench");
     let suite_options = |patterns: &[String], rounds: usize, jobs: Option<usize>| -> Result<_> {
         Ok(kpct::operations::bench::SuiteOptions {
             patterns: patterns.to_vec(),
@@ -157,16 +166,7 @@ pub fn run(Args { what }: Args) -> Result<()> {
             rounds,
             jobs,
         } => {
-            let proxiers = proxiers::or_builtins(&proxiers);
-            if proxiers.iter().any(|p| kpct::proxier::needs_ipvs(p)) {
-                proxiers::ensure_ipvs(
-                    "run it through `sudo ci/kpct.sh bench …`, which uses a VM whose kernel has it",
-                )?;
-            }
-            let proxiers = proxiers
-                .iter()
-                .map(|p| proxiers::from_spec(p))
-                .collect::<Result<Vec<_>>>()?;
+            let proxiers = proxiers::ready(&proxiers, "bench")?;
             print!(
                 "{}",
                 kpct::operations::bench::suite(
@@ -174,6 +174,41 @@ pub fn run(Args { what }: Args) -> Result<()> {
                     &suite_options(&scenarios, rounds, jobs)?
                 )?
             );
+        }
+        What::Explore {
+            proxiers: specs,
+            cases,
+            seed,
+            jobs,
+        } => {
+            let specs = if specs.is_empty() {
+                vec![
+                    "kube-proxy:iptables:v1.37.2".parse()?,
+                    "kube-proxy-iptables".parse()?,
+                ]
+            } else {
+                specs
+            };
+            anyhow::ensure!(specs.len() == 2, "bench explore runs a pair of proxiers");
+            let built = proxiers::ready(&specs, "bench")?;
+            let refs: Vec<&dyn kpct::NodeProgrammer> = built.iter().map(|p| p.as_ref()).collect();
+            println!(
+                "kpct bench explore on kernel {}, {} CPUs, load average {}",
+                kpct::kernel_features::detect()?.kernel,
+                std::thread::available_parallelism().map_or(0, |n| n.get()),
+                std::fs::read_to_string("/proc/loadavg")
+                    .unwrap_or_default()
+                    .trim()
+            );
+            let bench = kpct::operations::bench::explore(
+                &refs,
+                cases,
+                seed,
+                jobs,
+                kpct::probe::probe_timeout(),
+            )?;
+            let labels: Vec<String> = built.iter().map(|p| p.label()).collect();
+            print!("{}", bench.render(&labels, jobs));
         }
         What::All {
             proxiers: names,
@@ -199,9 +234,9 @@ pub fn run(Args { what }: Args) -> Result<()> {
             );
             section("topology", t);
             let t = std::time::Instant::now();
-            let programmers: Vec<Box<dyn kpct::run::NodeProgrammer>> = builtins(&names)?
+            let programmers: Vec<Box<dyn kpct::NodeProgrammer>> = builtins(&names)?
                 .into_iter()
-                .map(|p| Box::new(p) as Box<dyn kpct::run::NodeProgrammer>)
+                .map(|p| Box::new(p) as Box<dyn kpct::NodeProgrammer>)
                 .collect();
             println!(
                 "{}",

@@ -10,7 +10,7 @@ pub struct Args {
     /// The two proxiers to compare (given twice): built-ins, `kube-proxy:MODE[:PATH|:VERSION]`,
     /// `exec:COMMAND [ARGS]` or `replay:DIR`.
     #[arg(long = "proxier", num_args = 1, required = true)]
-    proxiers: Vec<String>,
+    proxiers: Vec<kpct::ProxierSpec>,
     /// Scenario files or globs; repeatable. Default: scenarios/*.yaml.
     #[arg(long = "scenario")]
     scenarios: Vec<String>,
@@ -27,29 +27,24 @@ pub fn run(args: Args) -> Result<()> {
             args.proxiers.len()
         );
     };
-    if kpct::proxier::needs_ipvs(first) || kpct::proxier::needs_ipvs(second) {
-        proxiers::ensure_ipvs(
-            "run it through `sudo ci/kpct.sh diff-programming …`, which uses a VM whose kernel \
-             has it",
-        )?;
-    }
     // A real kube-proxy and the built-in of its mode: the real one first, so that the known
     // differences declare what they may.
-    let real = |spec: &str| {
-        kpct::proxier::real::RealProxier::is_spec(spec)
-            .then(|| kpct::proxier::real::RealProxier::from_spec(spec))
-            .transpose()
+    use kpct::drivers::spec::Kind;
+    let builtin_of = |s: &kpct::ProxierSpec| match s.kind() {
+        Kind::Builtin { name, .. } => Some(*name),
+        _ => None,
     };
-    let (first, second, key) = match (real(first)?, real(second)?) {
-        (Some(r), None) if r.mode.builtin() == second.as_str() => {
-            (first, second, Some(RealKey::of(&r)?))
+    let (first, second, key) = match (first.kind(), second.kind()) {
+        (Kind::KubeProxy(r), _) if Some(r.mode.builtin()) == builtin_of(second) => {
+            (first, second, Some(RealKey::of(&r.resolve()?)?))
         }
-        (None, Some(r)) if r.mode.builtin() == first.as_str() => {
-            (second, first, Some(RealKey::of(&r)?))
+        (_, Kind::KubeProxy(r)) if Some(r.mode.builtin()) == builtin_of(first) => {
+            (second, first, Some(RealKey::of(&r.resolve()?)?))
         }
         _ => (first, second, None),
     };
-    let (a, b) = (proxiers::from_spec(first)?, proxiers::from_spec(second)?);
+    let built = proxiers::ready(&[first.clone(), second.clone()], "diff-programming")?;
+    let [a, b] = <[_; 2]>::try_from(built).map_err(|_| anyhow::anyhow!("two proxiers"))?;
     let files = kpct::scenario::files(&args.scenarios)?;
     let rt = tokio::runtime::Runtime::new()?;
     let (mut undeclared, mut declared, mut failed, mut seen) = (0, 0, 0, Vec::new());
@@ -84,13 +79,16 @@ pub fn run(args: Args) -> Result<()> {
             }
         );
         for d in &sorted.undeclared {
-            text.push_str(&format!("  {}\n", d.describe(first, second)));
+            text.push_str(&format!(
+                "  {}\n",
+                d.describe(&first.label(), &second.label())
+            ));
         }
         if args.show_declared {
             for (d, k) in &sorted.declared {
                 text.push_str(&format!(
                     "  declared: {}\n    {} ({})\n",
-                    d.describe(first, second),
+                    d.describe(&first.label(), &second.label()),
                     k.reason,
                     k.source
                 ));

@@ -17,7 +17,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let scenario = super::load(&args.scenario)?;
-    let input = kpct::proxier::exec::input_at(&scenario, &args.node, args.step.as_deref())?;
-    emit(&format!("{}\n", kpct::proxier::exec::input_text(&input)?))?;
+    let input = kpct::drivers::exec::input_at(&scenario, &args.node, args.step.as_deref())?;
+    emit(&format!("{}\n", kpct::drivers::exec::input_text(&input)?))?;
     Ok(())
 }

@@ -18,7 +18,7 @@ enum Action {
         /// Default: kube-proxy-ipvs where the kernel has IP_VS, else kube-proxy-iptables (and a
         /// note saying so).
         #[arg(long)]
-        proxier: Option<String>,
+        proxier: Option<kpct::ProxierSpec>,
         /// Also start the scenario's echo backends and health-check listeners, and keep them
         /// serving until this command is stopped (Ctrl-C); the lab stays up after that.
         #[arg(long)]
@@ -42,14 +42,8 @@ pub fn run(Args { action }: Args) -> Result<()> {
             backends,
             step,
         } => {
-            let proxier = proxiers::chosen(proxier)?;
             let s = super::load(&scenario)?;
-            if kpct::proxier::needs_ipvs(&proxier) {
-                proxiers::ensure_ipvs(
-                    "use the Vagrant lab (vagrant/), or `--proxier kube-proxy-iptables`",
-                )?;
-            }
-            let p = proxiers::from_spec(&proxier)?;
+            let p = proxiers::chosen(proxier, "lab")?;
             let rt = tokio::runtime::Runtime::new()?;
             let serve = if backends {
                 kpct::operations::lab::Serving::Backends

@@ -1,10 +1,12 @@
 //! The subcommands, one module each: its clap arguments (`Args`) and its `run`.
 
+pub mod as_exec;
 pub mod bench;
 pub mod caps;
 pub mod cleanup;
 pub mod compare;
 pub mod diff_programming;
+pub mod explore;
 pub mod input;
 pub mod lab;
 pub mod program;
@@ -16,8 +18,8 @@ pub mod trace;
 pub mod validate;
 
 /// Loads one scenario file, its problems as the error.
-pub fn load(path: &std::path::Path) -> anyhow::Result<kpct::scenario::Scenario> {
-    kpct::scenario::load(path).map_err(|e| anyhow::anyhow!("{e}"))
+pub fn load(path: &std::path::Path) -> anyhow::Result<kpct::Scenario> {
+    kpct::load(path).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// `-j N` as given (at least 1), or the default for this machine.

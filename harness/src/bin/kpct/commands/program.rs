@@ -4,7 +4,9 @@
 
 use crate::stdout::emit;
 use anyhow::Result;
+use kpct::drivers::spec::Kind;
 use kpct::programming::view::View;
+use kpct::ProxierSpec;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -13,7 +15,7 @@ pub struct Args {
     /// A built-in proxier, `replay:DIR` or `exec:PROGRAM` (run on the scenario's nodes, built in
     /// namespaces for it; what it leaves there is read back).
     #[arg(long, default_value = "kube-proxy-iptables")]
-    proxier: String,
+    proxier: kpct::ProxierSpec,
     /// Only this node (default: every node of the scenario).
     #[arg(long)]
     node: Option<String>,
@@ -21,7 +23,7 @@ pub struct Args {
     view: View,
     /// Compare with this proxier (a built-in, `replay:DIR` or `exec:PROGRAM`), rule by rule.
     #[arg(long)]
-    diff: Option<String>,
+    diff: Option<kpct::ProxierSpec>,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -44,12 +46,12 @@ pub fn run(args: Args) -> Result<()> {
     // An exec: proxier's nodes are read back once, for every node asked.
     let mut read_back = std::collections::BTreeMap::new();
     for spec in std::iter::once(&args.proxier).chain(&args.diff) {
-        if spec.starts_with("exec:") && !read_back.contains_key(spec) {
-            read_back.insert(spec.clone(), exec_programming(spec, &s, &nodes)?);
+        if matches!(spec.kind(), Kind::Exec(_)) && !read_back.contains_key(spec.text()) {
+            read_back.insert(spec.text().to_string(), exec_programming(spec, &s, &nodes)?);
         }
     }
-    let render = |spec: &str, node: &str| -> Result<String> {
-        let programming = match read_back.get(spec) {
+    let render = |spec: &ProxierSpec, node: &str| -> Result<String> {
+        let programming = match read_back.get(spec.text()) {
             Some(by_node) => by_node
                 .get(node)
                 .cloned()
@@ -89,18 +91,17 @@ pub fn run(args: Args) -> Result<()> {
 /// What `spec` programs on `node` of `s` (whose cluster state is `cluster`): a built-in
 /// computes it, a replay reads its capture.
 fn programming_of(
-    spec: &str,
-    s: &kpct::scenario::Scenario,
+    spec: &ProxierSpec,
+    s: &kpct::Scenario,
     cluster: &kpct::scenario::cluster::ClusterState,
     node: &str,
 ) -> Result<kpct::programming::Programming> {
-    if spec.starts_with("replay:") {
-        let replay = kpct::proxier::replay::Replay::from_spec(spec)?;
+    if let Kind::Replay(replay) = spec.kind() {
         return Ok(replay.load(node)?.programming);
     }
-    let p = kpct::proxier::builtin(spec).ok_or_else(|| {
+    let p = spec.builtin().ok_or_else(|| {
         anyhow::anyhow!(
-            "unknown proxier `{spec}` (program takes the built-ins: {}, or `replay:DIR`)",
+            "`{spec}`: program takes the built-ins ({}), `replay:DIR` or `exec:PROGRAM`",
             kpct::proxier::BUILTIN.join(", ")
         )
     })?;
@@ -114,22 +115,22 @@ fn programming_of(
 /// with the real tools (as `replay:` captures are) and parsed back; the namespaces are then
 /// removed.
 fn exec_programming(
-    spec: &str,
-    s: &kpct::scenario::Scenario,
+    spec: &ProxierSpec,
+    s: &kpct::Scenario,
     nodes: &[String],
 ) -> Result<std::collections::BTreeMap<String, kpct::programming::Programming>> {
     use anyhow::Context;
-    let proxier = crate::proxiers::from_spec(spec)?;
+    let proxier = spec.build()?;
     let runtime = tokio::runtime::Runtime::new()?;
     let staged = runtime
         .block_on(kpct::run::stage(s, proxier.as_ref()))
         .with_context(|| format!("programming the nodes of {} with {spec}", s.name))?;
     let dir = kpct::netns::scratch::ScratchDir::new("program")?;
-    let replay = kpct::proxier::replay::Replay::new(dir.path());
+    let replay = kpct::drivers::replay::Replay::new(dir.path());
     let mut out = std::collections::BTreeMap::new();
     for name in nodes {
         let node = staged.topo.node(name)?;
-        kpct::proxier::replay::capture(&node.netns, name, dir.path(), Default::default())
+        kpct::drivers::replay::capture(&node.netns, name, dir.path(), Default::default())
             .with_context(|| format!("reading back node {name}"))?;
         let mut programming = replay
             .load(name)

@@ -10,15 +10,12 @@ pub struct Args {
     files: Vec<String>,
     /// Built-in proxiers to record; repeatable. Default: the three built-ins.
     #[arg(long = "proxier")]
-    proxiers: Vec<String>,
+    proxiers: Vec<kpct::ProxierSpec>,
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let proxiers = proxiers::builtins(
-        &args.proxiers,
-        "record",
-        "run it through `sudo ci/kpct.sh record …`, which uses a VM whose kernel has it (the snapshots come back into the repository), or pick `--proxier kube-proxy-iptables`",
-    )?;
+    // In the VM (`ci/kpct.sh record …`) the snapshots come back into the repository.
+    let proxiers = proxiers::builtins(&args.proxiers, "record")?;
     let super::validate::Checked {
         scenarios,
         problems,
@@ -35,7 +32,7 @@ pub fn run(args: Args) -> Result<()> {
     let mut pending = 0;
     for (file, s) in &scenarios {
         for p in &proxiers {
-            let run = rt.block_on(kpct::run::run_scenario(
+            let run = rt.block_on(kpct::run_scenario(
                 s,
                 p.as_ref(),
                 kpct::probe::probe_timeout(),
@@ -69,7 +66,7 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     if pending > 0 {
-        println!("review with `cargo insta review`, then `kpct scenario-table --write README.md`");
+        println!("review with `cargo insta review`, then `kpct scenario-table --write`");
     }
     if failed {
         std::process::exit(1);

@@ -12,7 +12,7 @@ pub struct Args {
     /// or any API-watching proxier (`api:--sync-metric=NAME@PORT COMMAND [ARGS]`), each also as
     /// `NAME=SPEC`; repeatable. Default: the three built-ins.
     #[arg(long = "proxier")]
-    proxiers: Vec<String>,
+    proxiers: Vec<kpct::ProxierSpec>,
     /// An earlier run's results (`--json`) as the accepted state: the run fails only on a
     /// regression (a check that passed there fails now) or a failure it does not hold; failures
     /// it holds are reported, and skipped in JUnit. Checks match by scenario, proxier label
@@ -103,21 +103,19 @@ pub fn run(args: Args) -> Result<()> {
         Some(path) => Some((path.clone(), kpct::report::baseline::Checks::read(path)?)),
         None => None,
     };
-    let names = proxiers::or_builtins(&args.proxiers);
-    let proxiers = names
-        .iter()
-        .map(|n| proxiers::from_spec(n))
-        .collect::<Result<Vec<_>>>()?;
+    let specs = kpct::drivers::spec::or_builtins(&args.proxiers);
+    let names: Vec<String> = specs.iter().map(|s| s.text().to_string()).collect();
     // Listing runs nothing, so it needs no IP_VS; with a VM runner, the runs that need it go
     // to the VM.
     let vm_runner = vm_share::runner().filter(|_| args.wire.is_none());
-    if names.iter().any(|n| kpct::proxier::needs_ipvs(n))
-        && !args.list
-        && !args.kernel_needs
-        && vm_runner.is_none()
-    {
-        proxiers::ensure_ipvs("run it through `sudo ci/kpct.sh run …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
-    }
+    let proxiers = if args.list || args.kernel_needs || vm_runner.is_some() {
+        specs
+            .iter()
+            .map(kpct::ProxierSpec::build)
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        proxiers::ready(&specs, "run")?
+    };
     let known = selection::names(&proxiers)?;
     let chosen = selection::scenarios(
         &kpct::scenario::files(&args.scenarios)?,

@@ -1,27 +1,28 @@
-//! `kpct scenario-table`: the README's generated scenario table (and, with `--write`, its
-//! scenario field reference).
+//! `kpct scenario-table`: the generated parts of the documentation: the library's scenario
+//! table and the scenario field reference (docs/scenarios.md), the table of known differences
+//! (docs/proxiers.md, from known-differences.yaml).
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Rewrite the scenario table and the field reference between their markers in this file
-    /// instead of printing the table.
+    /// Rewrite every generated part in place (run from the repository's root) instead of
+    /// printing the scenario table.
     #[arg(long)]
-    write: Option<std::path::PathBuf>,
+    write: bool,
 }
 
 pub fn run(Args { write }: Args) -> Result<()> {
-    let table = kpct::operations::scenario_table::scenario_table(std::path::Path::new("."))?;
-    match write {
-        Some(path) => {
-            let readme = std::fs::read_to_string(&path)?;
-            std::fs::write(
-                &path,
-                kpct::operations::scenario_table::regenerate(&readme, std::path::Path::new("."))?,
-            )?;
-        }
-        None => print!("{table}"),
+    let repo = std::path::Path::new(".");
+    if !write {
+        print!(
+            "{}",
+            kpct::operations::scenario_table::scenario_table(repo)?
+        );
+        return Ok(());
+    }
+    for (path, text) in kpct::operations::scenario_table::regenerate(repo)? {
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }

@@ -17,16 +17,12 @@ pub struct Args {
     /// Default: kube-proxy-ipvs where the kernel has IP_VS, else kube-proxy-iptables (and a
     /// note saying so).
     #[arg(long)]
-    proxier: Option<String>,
+    proxier: Option<kpct::ProxierSpec>,
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let proxier = proxiers::chosen(args.proxier)?;
     let s = super::load(&args.scenario)?;
-    let p = proxiers::from_spec(&proxier)?;
-    if kpct::proxier::needs_ipvs(&proxier) {
-        proxiers::ensure_ipvs("run it through `sudo ci/kpct.sh trace …`, which uses a VM whose kernel has it, or pick `--proxier kube-proxy-iptables`")?;
-    }
+    let p = proxiers::chosen(args.proxier, "trace")?;
     let rt = tokio::runtime::Runtime::new()?;
     let trace = rt.block_on(kpct::trace::trace(
         &s,

@@ -30,7 +30,7 @@ pub fn run(Args { files }: Args) -> Result<()> {
 /// Scenario files checked as `kpct validate` checks them.
 pub struct Checked {
     /// The files that parse, with their scenarios.
-    pub scenarios: Vec<(std::path::PathBuf, kpct::scenario::Scenario)>,
+    pub scenarios: Vec<(std::path::PathBuf, kpct::Scenario)>,
     /// Every problem of every file: the format's, then the library's rules.
     pub problems: Vec<kpct::scenario::Problem>,
 }

@@ -1,0 +1,6 @@
+//go:build tools
+
+// kube-proxy v1.36.3, built by ci/real-proxiers.sh from k8s.io/kubernetes (see go.mod's replaces).
+package tools
+
+import _ "k8s.io/kubernetes/cmd/kube-proxy"
