@@ -2,12 +2,17 @@
 # Installs everything the suite runs on a fresh Debian 12 (or Ubuntu) machine, then checks each
 # piece the way the suite uses it. Run as root (`sudo` if you are not). Idempotent.
 #
-#   ci/install-deps.sh [--vm | --no-vm] [--toolchain] [--check-only]
+#   ci/install-deps.sh [--vm | --no-vm] [--toolchain] [--runtime] [--lab] [--check-only]
 #     --vm / --no-vm  install the VM runner's packages (qemu, a kernel with IP_VS, virtme-ng,
 #                     busybox-static) or leave them out; default: only when the running kernel
 #                     has no IP_VS (the Vagrant lab and most CI VMs have it and run natively)
 #     --toolchain     also what building the Rust toolchain's crates needs (a C compiler, curl
 #                     for rustup): for the Vagrant lab, whose box has no toolchain
+#     --runtime       only what running a built kpct needs (the `suite` group without the Rust
+#                     and Go toolchains, and no build of the real proxiers: they are checked):
+#                     ci/kpct.sh with a prebuilt kpct, the offline Vagrant lab
+#     --lab           also what builds the lab's box and runs it on this machine (vagrant/box,
+#                     vagrant/host.sh)
 #     --check-only    install nothing; run the self-check
 #
 # What is installed, and why, is ci/deps.tsv (a test keeps it complete). After the packages it
@@ -23,11 +28,15 @@ export DEBIAN_FRONTEND=noninteractive
 vm=auto
 install=1
 toolchain=0
+runtime=0
+lab=0
 for arg in "$@"; do
   case "$arg" in
     --vm) vm=1 ;;
     --no-vm) vm=0 ;;
     --toolchain) toolchain=1 ;;
+    --runtime) runtime=1 ;;
+    --lab) lab=1 ;;
     --check-only) install=0 ;;
     *) echo "install-deps: unknown argument $arg (see the header of $0)" >&2; exit 2 ;;
   esac
@@ -48,8 +57,10 @@ if [ "$vm" = auto ]; then
   if kernel_has ip_vs; then vm=0; else vm=1; fi
 fi
 groups="suite"
+[ "$runtime" = 1 ] || groups="$groups tests"
 [ "$toolchain" = 1 ] && groups="toolchain $groups"
 [ "$vm" = 1 ] && groups="$groups vm"
+[ "$lab" = 1 ] && groups="$groups lab"
 
 # rows GROUP SOURCE: the package column of the matching rows of deps.tsv.
 rows() { awk -F'\t' -v g="$1" -v s="$2" '$0 !~ /^#/ && NF >= 4 && $1 == g && $2 == s { print $3 }' "$deps"; }
@@ -64,6 +75,14 @@ if [ "$install" = 1 ]; then
   if [ ${#need_apt[@]} -gt 0 ]; then
     echo "==> apt-get install ${need_apt[*]}"
     apt-get update -qq
+    # No package's daemon starts as it is installed (libvirtd would bring up its networks in the
+    # host's namespace): the lab starts libvirtd in a namespace of its own (vagrant/host.sh).
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+      chmod 755 /usr/sbin/policy-rc.d
+      policy_guard=/usr/sbin/policy-rc.d
+      trap 'rm -f "$policy_guard"' EXIT
+    fi
     qemu=() rest=()
     for pkg in "${need_apt[@]}"; do
       if [ "$pkg" = qemu-system-x86 ]; then qemu=("$pkg"); else rest+=("$pkg"); fi
@@ -99,14 +118,17 @@ if [ "$install" = 1 ]; then
     for crate in $(rows "$group" cargo); do
       prog="$(awk -F'\t' -v p="$crate" '$3 == p { print $4 }' "$deps")"
       command -v "$prog" > /dev/null && continue
-      echo "==> cargo install --locked $crate"
-      cargo install --quiet --locked "$crate"
+      # Into /usr/local (on PATH, also under sudo), not ~/.cargo/bin, which a machine may mount
+      # read-only with its toolchain (the fresh-machine check does).
+      echo "==> cargo install --locked --root /usr/local $crate"
+      cargo install --quiet --locked --root /usr/local "$crate"
       hash -r
     done
   done
-  # The real proxiers kpct runs in its nodes, built with the machine's Go (source `go`).
-  echo "==> ci/real-proxiers.sh (kube-proxy v1.37.2; \`ci/real-proxiers.sh --all\` adds v1.34.4, v1.35.4, v1.36.3 and kube-router)"
-  bash "$repo/ci/real-proxiers.sh" \
+  # The real proxiers kpct runs in its nodes, built with the machine's Go (source `go`); with
+  # --runtime they are only checked (the lab brings them built).
+  [ "$runtime" = 1 ] || echo "==> ci/real-proxiers.sh (kube-proxy v1.37.2; \`ci/real-proxiers.sh --all\` adds v1.34.4, v1.35.4, v1.36.3 and kube-router)"
+  [ "$runtime" = 1 ] || bash "$repo/ci/real-proxiers.sh" \
     || echo "install-deps: building the real proxiers failed (see above); the self-check names what is missing" >&2
 fi
 
@@ -128,6 +150,8 @@ check() {
 for group in $groups; do
   while IFS=$'\t' read -r g source pkg programs _why; do
     [ "$g" = "$group" ] && [ "$programs" != - ] || continue
+    # A prebuilt kpct and prebuilt proxiers need no toolchain.
+    [ "$runtime" = 1 ] && { [ "$source" = rustup ] || [ "$source" = go ]; } && continue
     for prog in $programs; do
       checks=$((checks + 1))
       command -v "$prog" > /dev/null && continue
@@ -141,7 +165,7 @@ for group in $groups; do
 done
 
 ns="kpct-selfcheck-$$"
-trap 'ip netns delete "$ns" 2> /dev/null || true; rm -rf "${tmp:-}"' EXIT
+trap 'ip netns delete "$ns" 2> /dev/null || true; rm -rf "${tmp:-}" ${policy_guard:+"$policy_guard"}' EXIT
 tmp="$(mktemp -d)"
 in_ns() { ip netns exec "$ns" "$@"; }
 if check iproute2 "ip netns add" ip netns add "$ns"; then
@@ -164,6 +188,7 @@ if check iproute2 "ip netns add" ip netns add "$ns"; then
     check ipvsadm "ipvsadm runs" bash -c "ipvsadm --version 2>&1 | grep -qi ipvs"
   fi
 fi
+if [ "$runtime" = 0 ]; then
 cat > "$tmp/check.xsd" << 'EOF'
 <xs:schema xmlns:xs="http://www.w3.org/2001/XMLSchema"><xs:element name="ok"/></xs:schema>
 EOF
@@ -174,6 +199,13 @@ echo '<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"><rect width="
 check chromium "chromium --headless --screenshot" bash -c "cd '$tmp' && HOME='$tmp' chromium --headless --no-sandbox --disable-gpu --window-size=20,20 --screenshot='$tmp/check.png' 'file://$tmp/check.svg' > '$tmp/chromium.log' 2>&1; test -s '$tmp/check.png' || { tail -n 3 '$tmp/chromium.log'; exit 1; }"
 check vagrant-libvirt "vagrant validate of vagrant/Vagrantfile (needs a provider)" \
   bash -c "cd '$repo/vagrant' && vagrant validate"
+fi
+if [ "$lab" = 1 ]; then
+  check mmdebstrap "mmdebstrap --version" mmdebstrap --version
+  check qemu-utils "qemu-img --version" qemu-img --version
+  check libvirt-daemon-system "libvirtd --version" libvirtd --version
+  check vagrant-libvirt "vagrant's libvirt provider" bash -c "vagrant plugin list 2>&1 | grep -q vagrant-libvirt"
+fi
 # The real proxiers: every binary of the CI set (ci/real-proxiers.sh) is there, up to date, and
 # answers --version with its version.
 checks=$((checks + 1))

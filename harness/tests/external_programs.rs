@@ -149,7 +149,7 @@ fn rust_files() -> Vec<PathBuf> {
 
 fn shell_files() -> Vec<PathBuf> {
     let mut out = vec![repo().join(".ci/run")];
-    for dir in ["ci", "vagrant/provision", "harness/tests/fixtures/exec"] {
+    for dir in ["ci", "vagrant", "harness/tests/fixtures/exec"] {
         walk(&repo().join(dir), &mut |p| {
             if p.extension().is_some_and(|e| e == "sh") {
                 out.push(p.to_path_buf());
@@ -422,7 +422,7 @@ fn installed_programs() -> BTreeMap<String, String> {
             cols.len()
         );
         assert!(
-            matches!(cols[0], "suite" | "vm" | "toolchain")
+            matches!(cols[0], "suite" | "tests" | "vm" | "toolchain" | "lab")
                 && matches!(cols[1], "apt" | "pip" | "cargo" | "rustup" | "go"),
             "ci/deps.tsv:{}: unknown group or source in {line:?}",
             n + 1
