@@ -3,17 +3,18 @@
 # on a machine nobody prepared: the self-check first (ci/install-deps.sh --check-only), the
 # install only when it fails. A passed check is remembered in target/deps-checked, keyed by the
 # dependency scripts' contents, and not run again until they change (delete the file to force
-# it). Usage: ci/ensure-deps.sh (as root)
+# it). Usage: ci/ensure-deps.sh [--runtime] (as root; --runtime: only what running a prebuilt
+# kpct needs, see ci/install-deps.sh)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 stamp="${CARGO_TARGET_DIR:-$repo/target}/deps-checked"
-key="$(cat "$repo/ci/deps.tsv" "$repo/ci/install-deps.sh" "$repo/ci/real-proxiers.sh" | sha1sum)"
+key="$(cat "$repo/ci/deps.tsv" "$repo/ci/install-deps.sh" "$repo/ci/real-proxiers.sh" | sha1sum) $*"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ]; then
   exit 0
 fi
 mkdir -p "$(dirname "$stamp")"
-if ! bash "$repo/ci/install-deps.sh" --check-only > "$stamp.log" 2>&1; then
+if ! bash "$repo/ci/install-deps.sh" --check-only "$@" > "$stamp.log" 2>&1; then
   echo "==> the dependency self-check failed ($stamp.log): installing what is missing" >&2
-  bash "$repo/ci/install-deps.sh" >&2
+  bash "$repo/ci/install-deps.sh" "$@" >&2
 fi
 echo "$key" > "$stamp"

@@ -31,6 +31,8 @@ mod process_groups;
 pub mod proxier_kinds;
 #[doc(hidden)]
 pub mod release;
+#[doc(hidden)]
+pub mod repository;
 
 // First floor: what a user hands kpct and what kpct hands back. Scenario files, read safely and
 // quoted back safely, and the cluster state each step describes (`scenario::cluster`); the

@@ -21,7 +21,7 @@ pub fn library() -> Result<String> {
     if std::path::Path::new("scenarios").is_dir() {
         return Ok(BUNDLED.to_string());
     }
-    let built_from = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let built_from = crate::repository::root_or_built().join("scenarios");
     match built_from.canonicalize() {
         Ok(dir) if dir.is_dir() => Ok(format!("{}/*.yaml", dir.display())),
         _ => anyhow::bail!(

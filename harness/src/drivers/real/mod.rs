@@ -217,13 +217,9 @@ fn resolve_binary(part: &str) -> Result<PathBuf> {
     }
 }
 
-/// [`BUILT_DIR`] under the repository this kpct was built from.
+/// [`BUILT_DIR`] under the repository this kpct belongs to (`crate::repository`).
 fn built_dir() -> Result<PathBuf> {
-    // The harness crate is one level below the repository root.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .context("finding the repository root")?;
-    Ok(root.join(BUILT_DIR))
+    Ok(crate::repository::root_or_built().join(BUILT_DIR))
 }
 
 /// The kube-proxy binaries in `dir`, by version, oldest first.

@@ -70,13 +70,24 @@ pub fn now() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// How long a failed metrics read waits for the proxier's exit before it counts as the error.
+const EXIT_AFTER_READ_ERROR: Duration = Duration::from_secs(2);
+
 impl SyncWatch<'_> {
     /// Reads the metrics now; `None` while nothing serves them yet. A proxier that has exited
     /// is an error quoting its log.
     fn sample(&self, waiting_for: &str) -> Result<Option<Sample>> {
         self.process.still_running(waiting_for)?;
         let at = now();
-        Ok(metrics::read(self.netns, self.address)?.map(|metrics| Sample { at, metrics }))
+        match metrics::read(self.netns, self.address) {
+            Ok(read) => Ok(read.map(|metrics| Sample { at, metrics })),
+            // A proxier killed while it answered resets the connection before kpct sees it
+            // exit: its exit (awaited, at most a moment) is what to report, not the reset.
+            Err(e) => match self.process.wait_exit(EXIT_AFTER_READ_ERROR) {
+                Some(_) => self.process.still_running(waiting_for).map(|()| None),
+                None => Err(e),
+            },
+        }
     }
 
     /// A sync failed since `before` (a family's failure counter grew): kube-proxy retries a

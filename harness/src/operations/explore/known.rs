@@ -142,10 +142,7 @@ pub struct KnownDifferences {
 impl KnownDifferences {
     /// `known-differences.yaml` of the repository kpct was built from.
     pub fn bundled() -> Result<KnownDifferences> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .context("finding the repository root")?;
-        KnownDifferences::read(&root.join(FILE))
+        KnownDifferences::read(&crate::repository::root_or_built().join(FILE))
     }
 
     /// `path`, read and checked: every problem in one error.
