@@ -385,6 +385,60 @@ fn describe(m: &Metrics) -> String {
 mod tests {
     use super::*;
 
+    /// A proxier that dies while it answers its metrics resets the connection before kpct sees
+    /// it exit: the sample reports the exit, with the log, not the reset (fresh-machine,
+    /// 2026-12-08: a kube-proxy killed between two syncs was reported as `Connection reset by
+    /// peer`). The server here resets the connection, then exits, every time.
+    #[test]
+    fn a_proxier_that_dies_while_it_answers_is_reported_as_its_exit() {
+        let ns = Netns::create(&format!("kpct-diesanswering-{}", std::process::id()))
+            .expect("a namespace");
+        ns.run(|| {
+            std::process::Command::new("ip")
+                .args(["link", "set", "lo", "up"])
+                .status()
+        })
+        .expect("in the namespace")
+        .expect("ip");
+        let server = "import os, socket, struct\n\
+                      s = socket.socket()\n\
+                      s.bind(('127.0.0.1', 10249))\n\
+                      s.listen(1)\n\
+                      print('listening', flush=True)\n\
+                      c, _ = s.accept()\n\
+                      c.recv(100)\n\
+                      c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))\n\
+                      c.close()\n\
+                      print('reset it', flush=True)\n\
+                      os._exit(9)\n";
+        let scratch = ns.scratch_dir().expect("a scratch directory").to_path_buf();
+        let process = ProxierProcess::start(
+            &ns,
+            "a metrics server",
+            &scratch,
+            std::path::Path::new("/usr/bin/python3"),
+            &["-c".to_string(), server.to_string()],
+            &[],
+        )
+        .expect("python3 starts");
+        while !process.printed_text("listening") {
+            assert!(process.exit_status().is_none(), "{}", process.log_tail(20));
+            process.wait_output(process.printed(), Duration::from_secs(5));
+        }
+        let watch = SyncWatch {
+            netns: &ns,
+            address: "127.0.0.1:10249".parse().expect("an address"),
+            process: &process,
+            timeout: Duration::from_secs(10),
+        };
+        let err = watch.sample("a test").expect_err("the proxier exited");
+        let text = format!("{err:#}");
+        assert!(
+            text.contains("exited (exit status: 9)") && text.contains("reset it"),
+            "{text}"
+        );
+    }
+
     fn m(syncs: u64, sum: f64, queued: f64, synced: f64) -> SyncMetrics {
         SyncMetrics {
             last_queued: queued,
