@@ -77,7 +77,8 @@ leftovers() {
   compgen -G "$images/vagrant_*" > /dev/null && left+=("volumes: $(echo "$images"/vagrant_*)")
   ip netns list | grep -q "^$ns\b" && left+=("network namespace $ns")
   [ -e "$VAGRANT_HOME" ] && left+=("Vagrant's boxes and state: $VAGRANT_HOME")
-  [ -e "$here/.vagrant" ] && left+=("the machine's state: $here/.vagrant")
+  # (`vagrant validate` leaves an empty .vagrant; a machine leaves its id there.)
+  compgen -G "$here/.vagrant/machines/*/*/id" > /dev/null && left+=("a machine's state: $here/.vagrant/machines")
   for d in libvirtd virtlogd; do
     pid="$(daemon_pid "$d" || true)"
     [ -n "$pid" ] && left+=("$d (pid $pid)")
