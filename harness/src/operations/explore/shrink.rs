@@ -383,25 +383,33 @@ fn drop_nodes(s: &Scenario) -> Vec<(String, Scenario)> {
     )
 }
 
-/// Every pod as (step index or `None`, index, name).
-fn pod_places(s: &Scenario) -> Vec<(Option<usize>, usize, String)> {
-    let mut out: Vec<_> = s
-        .topology
-        .pods
+/// Every item of the initial state and of each step's `apply`, as (step index or `None`,
+/// index, name).
+fn places<T>(
+    s: &Scenario,
+    initial: &[T],
+    in_step: impl Fn(&crate::scenario::Step) -> &[T],
+    name: impl Fn(&T) -> String,
+) -> Vec<(Option<usize>, usize, String)> {
+    let mut out: Vec<_> = initial
         .iter()
         .enumerate()
-        .map(|(j, p)| (None, j, p.name.clone()))
+        .map(|(j, x)| (None, j, name(x)))
         .collect();
     for (k, st) in s.steps.iter().enumerate() {
         out.extend(
-            st.apply
-                .pods
+            in_step(st)
                 .iter()
                 .enumerate()
-                .map(|(j, p)| (Some(k), j, p.name.clone())),
+                .map(|(j, x)| (Some(k), j, name(x))),
         );
     }
     out
+}
+
+/// Every pod as (step index or `None`, index, name).
+fn pod_places(s: &Scenario) -> Vec<(Option<usize>, usize, String)> {
+    places(s, &s.topology.pods, |st| &st.apply.pods, |p| p.name.clone())
 }
 
 fn drop_pods(s: &Scenario) -> Vec<(String, Scenario)> {
@@ -430,22 +438,12 @@ fn drop_pods(s: &Scenario) -> Vec<(String, Scenario)> {
 
 /// Every explicit slice as (step index or `None`, index, its Service).
 fn slice_places(s: &Scenario) -> Vec<(Option<usize>, usize, String)> {
-    let mut out: Vec<_> = s
-        .endpoint_slices
-        .iter()
-        .enumerate()
-        .map(|(j, sl)| (None, j, sl.service.clone()))
-        .collect();
-    for (k, st) in s.steps.iter().enumerate() {
-        out.extend(
-            st.apply
-                .endpoint_slices
-                .iter()
-                .enumerate()
-                .map(|(j, sl)| (Some(k), j, sl.service.clone())),
-        );
-    }
-    out
+    places(
+        s,
+        &s.endpoint_slices,
+        |st| &st.apply.endpoint_slices,
+        |sl| sl.service.clone(),
+    )
 }
 
 fn drop_slices(s: &Scenario) -> Vec<(String, Scenario)> {
